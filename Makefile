@@ -1,0 +1,97 @@
+# kpsim: scale-test the production kube-proxy proxiers.
+#
+#   sudo make scale-test   the 2000 Services x 10 endpoints mode comparison
+#   make test              unit tests; as root also the privileged tests
+#
+# Everything a fresh Debian machine lacks (Debian packages, Go modules) is
+# installed by `make deps`, which `test` and `scale-test` call when root.
+
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/kpsim
+# The kube-proxy release under test; `make pin` rewrites go.mod for it.
+KUBE_VERSION ?= v1.37.1
+# Debian packages the privileged tests and runs need.
+DEB_PACKAGES := iptables nftables ipset conntrack iproute2
+FUZZTIME ?= 2m
+RUN_FLAGS ?=
+
+IS_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo yes)
+
+.PHONY: all build test test-unit test-privileged scale-test smoke report clean deps go-deps lint fuzz pin
+
+all: build
+
+build: go-deps
+	$(GO) build -o $(BIN) ./cmd/kpsim
+
+# make test: the whole suite. Privileged tests (files *_privileged_test.go,
+# tests named TestPrivileged*) skip with a reason unless run as root.
+test: deps
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 25m ./...
+	$(GO) build -o $(BIN) ./cmd/kpsim
+	./$(BIN) validate scenarios/*.yaml
+
+test-unit: go-deps
+	$(GO) test -count=1 -short ./...
+
+test-privileged: deps
+	@[ "$(IS_ROOT)" = yes ] || { echo "test-privileged needs root: sudo make test-privileged"; exit 3; }
+	$(GO) test -count=1 -timeout 25m -run Privileged -v ./...
+
+scale-test: deps build
+	./$(BIN) run scenarios/2000x10.yaml $(RUN_FLAGS)
+
+smoke: deps build
+	./$(BIN) run scenarios/smoke.yaml $(RUN_FLAGS)
+
+report: build
+	./$(BIN) report results/*/
+
+# deps installs missing Debian packages when run as root (idempotent: it
+# asks dpkg first and installs only what is missing), and Go modules.
+deps: go-deps
+	@missing=""; for p in $(DEB_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$(IS_ROOT)" = yes ]; then \
+		echo "installing Debian packages:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	else \
+		echo "note: missing Debian packages:$$missing (privileged tests will skip; sudo make deps installs them)"; \
+	fi
+
+go-deps:
+	$(GO) mod download
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
+	$(GO) vet ./...
+
+# fuzz runs every fuzz target for FUZZTIME each.
+fuzz: go-deps
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "fuzzing $$pkg $$t for $(FUZZTIME)"; \
+			$(GO) test $$pkg -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME); \
+		done; \
+	done
+
+# pin points kpsim at another kube-proxy release: KUBE_VERSION=v1.38.0 make pin.
+# k8s.io/kubernetes requires its staging modules at v0.0.0; each is
+# replaced by the published v0.X.Y of the same release.
+pin:
+	@set -e; staging=v0.$${KUBE_VERSION#v1.}; \
+	$(GO) mod edit -require=k8s.io/kubernetes@$(KUBE_VERSION); \
+	modfile=$$($(GO) mod download -json k8s.io/kubernetes@$(KUBE_VERSION) | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p'); \
+	for m in $$(grep -E '^\s+k8s.io/\S+ v0\.0\.0$$' $$modfile | awk '{print $$1}'); do \
+		$(GO) mod edit -replace=$$m=$$m@$$staging; \
+	done; \
+	$(GO) mod tidy; \
+	echo "pinned k8s.io/kubernetes $(KUBE_VERSION), staging modules $$staging"
+
+clean:
+	rm -rf bin
+	@echo "results/ kept; remove it by hand if you want"
