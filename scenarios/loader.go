@@ -281,7 +281,7 @@ func (l lineIndex) pathAt(line int) string {
 	return best
 }
 
-var unmarshalRE = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: (`.*`))? into (.+)$")
+var unmarshalRE = regexp.MustCompile("(?s)^cannot unmarshal !!(\\w+)(?: (`.*`))? into (.+)$")
 
 // goTypeWord names a Go type the way a scenario author thinks of it.
 func goTypeWord(t string) string {
@@ -302,7 +302,7 @@ func goTypeWord(t string) string {
 	return "a mapping"
 }
 
-var decodeMsgRE = regexp.MustCompile(`^line (\d+): (.*)$`)
+var decodeMsgRE = regexp.MustCompile(`(?s)^line (\d+): (.*)$`)
 
 // typeError turns one yaml.v3 decode message into a located Error.
 func (l lineIndex) typeError(file, msg string) *Error {

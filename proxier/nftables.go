@@ -1,0 +1,39 @@
+package proxier
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/kubernetes/pkg/proxy"
+	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
+	"k8s.io/kubernetes/pkg/proxy/healthcheck"
+	"k8s.io/kubernetes/pkg/proxy/nftables"
+	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
+)
+
+// newNFTables builds the nftables proxier as createProxier in
+// cmd/kube-proxy/app/server_linux.go (v1.37.1, lines ~232-266) does for a
+// single-stack IPv4 node. knftables runs "nft" from PATH.
+func newNFTables(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguration, opts Options,
+	detector proxyutil.LocalTrafficDetector, recorder events.EventRecorder, healthz *healthcheck.ProxyHealthServer,
+) (proxy.Provider, Tools, error) {
+	tools := Tools{Binaries: map[string]string{}}
+	path, err := exec.LookPath("nft")
+	if err != nil {
+		return nil, tools, fmt.Errorf("nftables mode needs nft (Debian package nftables): %w", err)
+	}
+	if resolved, err := filepath.EvalSymlinks(path); err == nil {
+		path = resolved
+	}
+	tools.Binaries["nft"] = path
+	p, err := nftables.NewProxier(ctx, cfg, v1.IPv4Protocol, detector,
+		opts.NodeName, opts.NodeIP, recorder, healthz, false)
+	if err != nil {
+		return nil, tools, fmt.Errorf("unable to create nftables proxier: %w", err)
+	}
+	return p, tools, nil
+}

@@ -1,0 +1,305 @@
+package proxier
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+// pollInterval is how often the recorder reads kube-proxy's histograms. A
+// sync shorter than this that follows another one within it is merged
+// with it (Sync.Merged).
+const pollInterval = 5 * time.Millisecond
+
+// The metrics the recorder reads (pkg/proxy/metrics), by family name.
+const (
+	metricSync        = "kubeproxy_sync_proxy_rules_duration_seconds"
+	metricSyncFull    = "kubeproxy_sync_full_proxy_rules_duration_seconds"
+	metricSyncPartial = "kubeproxy_sync_partial_proxy_rules_duration_seconds"
+	metricProgramming = "kubeproxy_network_programming_duration_seconds"
+	metricLastQueued  = "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds"
+	metricLastSynced  = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
+)
+
+// Sync is one sync of the proxier (or several, when Merged > 1), read from
+// kube-proxy's own histograms: Duration is exact (the histogram sum's
+// change), the times are bounds set by the polling.
+type Sync struct {
+	// Start is a lower bound on when the (last merged) sync began: the
+	// later of kube-proxy's last-successful-sync timestamp (set near the
+	// end of a successful sync) and the last poll that had not seen the
+	// sync, minus Duration. Early by up to a poll interval, never late: a
+	// sync with Start after t read the proxier's state after t.
+	Start time.Time `json:"start"`
+	// Succeeded says kube-proxy's last-successful-sync timestamp moved.
+	Succeeded bool `json:"succeeded"`
+	// End is an upper bound on when it ended: the poll that saw it.
+	End time.Time `json:"end"`
+	// Duration is kube-proxy's own measurement (the sum of the merged
+	// syncs' durations when Merged > 1).
+	Duration time.Duration `json:"duration"`
+	// Full says every merged sync was a full sync; FullCount counts them.
+	Full      bool `json:"full"`
+	FullCount int  `json:"fullCount"`
+	// Merged is how many syncs ended between two polls (normally 1).
+	Merged int `json:"merged"`
+}
+
+// Programming is a change of kube-proxy's network programming latency
+// histogram seen at one poll: Count latencies adding up to Sum.
+type Programming struct {
+	At    time.Time     `json:"at"`
+	Count uint64        `json:"count"`
+	Sum   time.Duration `json:"sum"`
+}
+
+// Totals are kube-proxy's own histogram counts and sums at the last poll.
+type Totals struct {
+	SyncCount          uint64  `json:"syncCount"`
+	SyncSeconds        float64 `json:"syncSeconds"`
+	FullCount          uint64  `json:"fullCount"`
+	FullSeconds        float64 `json:"fullSeconds"`
+	PartialCount       uint64  `json:"partialCount"`
+	PartialSeconds     float64 `json:"partialSeconds"`
+	ProgrammingCount   uint64  `json:"programmingCount"`
+	ProgrammingSeconds float64 `json:"programmingSeconds"`
+	// LastQueued and LastSynced are kube-proxy's gauges: when a change was
+	// last queued (Sync called) and when a sync last succeeded.
+	LastQueued time.Time `json:"lastQueued"`
+	LastSynced time.Time `json:"lastSynced"`
+}
+
+// gatherFunc reads metric families (legacyregistry's gatherer, or a fake).
+type gatherFunc func() ([]*dto.MetricFamily, error)
+
+func defaultGather() ([]*dto.MetricFamily, error) { return legacyregistry.DefaultGatherer.Gather() }
+
+// recorder turns changes of kube-proxy's histograms into Syncs.
+type recorder struct {
+	gather gatherFunc
+	family string // ip_family label value
+	now    func() time.Time
+
+	mu        sync.Mutex
+	last      Totals // as of the last recorded sync
+	seen      Totals // as of the last poll
+	quietAt   time.Time
+	pending   time.Time // End of a change seen but not yet recorded
+	syncs     []Sync
+	prog      []Programming
+	gatherErr error
+	changed   chan struct{} // closed and replaced on every new Sync
+}
+
+func newRecorder(gather gatherFunc, family v1.IPFamily) *recorder {
+	return &recorder{gather: gather, family: string(family), now: time.Now, changed: make(chan struct{})}
+}
+
+// start takes the baseline and polls until ctx is done.
+func (r *recorder) start(ctx context.Context) {
+	r.poll()
+	go func() {
+		t := time.NewTicker(pollInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				r.poll()
+			}
+		}
+	}()
+}
+
+// read returns the current totals for r.family.
+func (r *recorder) read() (Totals, error) {
+	fams, err := r.gather()
+	if err != nil {
+		return Totals{}, err
+	}
+	var t Totals
+	for _, f := range fams {
+		var count *uint64
+		var sum *float64
+		switch f.GetName() {
+		case metricSync:
+			count, sum = &t.SyncCount, &t.SyncSeconds
+		case metricSyncFull:
+			count, sum = &t.FullCount, &t.FullSeconds
+		case metricSyncPartial:
+			count, sum = &t.PartialCount, &t.PartialSeconds
+		case metricProgramming:
+			count, sum = &t.ProgrammingCount, &t.ProgrammingSeconds
+		case metricLastQueued, metricLastSynced:
+			for _, m := range f.GetMetric() {
+				if r.hasFamily(m) && m.GetGauge() != nil {
+					at := floatTime(m.GetGauge().GetValue())
+					if f.GetName() == metricLastQueued {
+						t.LastQueued = at
+					} else {
+						t.LastSynced = at
+					}
+				}
+			}
+			continue
+		default:
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if !r.hasFamily(m) || m.GetHistogram() == nil {
+				continue
+			}
+			*count, *sum = m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+		}
+	}
+	return t, nil
+}
+
+func (r *recorder) hasFamily(m *dto.Metric) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == "ip_family" {
+			return l.GetValue() == r.family
+		}
+	}
+	return false
+}
+
+// poll reads the histograms once and records what changed.
+func (r *recorder) poll() {
+	before := r.now()
+	t, err := r.read()
+	after := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.gatherErr = err
+		return
+	}
+	r.gatherErr = nil
+	if r.quietAt.IsZero() { // baseline
+		r.last, r.seen, r.quietAt = t, t, before
+		return
+	}
+	if d := t.ProgrammingCount - r.seen.ProgrammingCount; d > 0 {
+		r.prog = append(r.prog, Programming{At: after, Count: d, Sum: seconds(t.ProgrammingSeconds - r.seen.ProgrammingSeconds)})
+	}
+	r.seen = t
+	if t.SyncCount == r.last.SyncCount {
+		r.quietAt = before
+		return
+	}
+	if r.pending.IsZero() {
+		r.pending = after
+	}
+	// Upstream observes the total, then the full or partial histogram: wait
+	// for the second so the sync is classified.
+	if t.FullCount+t.PartialCount < t.SyncCount {
+		return
+	}
+	n := int(t.SyncCount - r.last.SyncCount)
+	d := seconds(t.SyncSeconds - r.last.SyncSeconds)
+	full := int(t.FullCount - r.last.FullCount)
+	// Both are lower bounds on the start; the later is the tighter.
+	start, ok := r.quietAt.Add(-d), t.LastSynced.After(r.last.LastSynced)
+	if s := t.LastSynced.Add(-d); ok && s.After(start) {
+		start = s
+	}
+	r.syncs = append(r.syncs, Sync{
+		Start:     start,
+		Succeeded: ok,
+		End:       r.pending,
+		Duration:  d,
+		Full:      full == n,
+		FullCount: full,
+		Merged:    n,
+	})
+	r.last, r.quietAt, r.pending = t, before, time.Time{}
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+func floatTime(s float64) time.Time {
+	if s == 0 {
+		return time.Time{}
+	}
+	sec, frac := math.Modf(s)
+	return time.Unix(int64(sec), int64(math.Round(frac*1e9)))
+}
+
+func seconds(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
+
+// Syncs returns every sync recorded so far, oldest first.
+func (p *Proxier) Syncs() []Sync { return p.rec.Syncs() }
+
+// Programming returns the network programming latency observations.
+func (p *Proxier) Programming() []Programming {
+	p.rec.mu.Lock()
+	defer p.rec.mu.Unlock()
+	return append([]Programming(nil), p.rec.prog...)
+}
+
+// Totals returns kube-proxy's own histogram counts and sums as of the last
+// poll. With one proxier per process, they cover exactly the recorded
+// Syncs: the Durations add up to SyncSeconds, the Merged to SyncCount.
+func (p *Proxier) Totals() Totals {
+	p.rec.mu.Lock()
+	defer p.rec.mu.Unlock()
+	return p.rec.seen
+}
+
+// WaitForSync waits until the proxier has programmed every change its
+// informers had delivered by after: a sync that began after after has
+// completed, or a completed sync began after the last change was queued
+// (kube-proxy's last-queued gauge), so nothing received is unprogrammed.
+// Informer delivery is asynchronous: a write to the clientset counts once
+// the informer has delivered it (normally well under a millisecond with the
+// fake clientset); a caller that must see one particular write should wait
+// for its effect (for example the network programming count).
+//
+// Sync.Start is a lower bound, so a sync that began within a poll interval
+// after the time compared with may not count: WaitForSync then waits for
+// the next sync, at the latest kube-proxy's periodic one (SyncPeriod). It
+// never returns early.
+func (p *Proxier) WaitForSync(ctx context.Context, after time.Time) (Sync, error) {
+	return p.rec.waitFor(ctx, after)
+}
+
+func (r *recorder) Syncs() []Sync {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Sync(nil), r.syncs...)
+}
+
+func (r *recorder) waitFor(ctx context.Context, after time.Time) (Sync, error) {
+	for {
+		r.mu.Lock()
+		if n := len(r.syncs); n > 0 && r.syncs[n-1].Succeeded && r.syncs[n-1].Start.After(r.seen.LastQueued) {
+			s := r.syncs[n-1]
+			r.mu.Unlock()
+			return s, nil
+		}
+		for i := len(r.syncs) - 1; i >= 0; i-- {
+			if r.syncs[i].Start.After(after) {
+				s := r.syncs[i]
+				r.mu.Unlock()
+				return s, nil
+			}
+		}
+		ch, err := r.changed, r.gatherErr
+		r.mu.Unlock()
+		if err != nil {
+			return Sync{}, err
+		}
+		select {
+		case <-ctx.Done():
+			return Sync{}, ctx.Err()
+		case <-ch:
+		}
+	}
+}

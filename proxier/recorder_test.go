@@ -1,0 +1,144 @@
+package proxier
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	dto "github.com/prometheus/client_model/go"
+	v1 "k8s.io/api/core/v1"
+)
+
+// fakeHistograms is what a fake gatherer reports, per family name.
+type fakeHistograms map[string][2]float64 // count, sum
+
+func (f fakeHistograms) gather() ([]*dto.MetricFamily, error) {
+	var out []*dto.MetricFamily
+	for name, cs := range f {
+		if name == metricLastQueued || name == metricLastSynced {
+			out = append(out, &dto.MetricFamily{Name: &name, Metric: []*dto.Metric{
+				{Label: []*dto.LabelPair{label("ip_family", "IPv4")}, Gauge: &dto.Gauge{Value: ptr(cs[0])}},
+			}})
+			continue
+		}
+		count, sum := uint64(cs[0]), cs[1]
+		out = append(out, &dto.MetricFamily{
+			Name: &name,
+			Metric: []*dto.Metric{
+				{Label: []*dto.LabelPair{label("ip_family", "IPv6")}, Histogram: &dto.Histogram{SampleCount: ptr(uint64(99)), SampleSum: ptr(99.0)}},
+				{Label: []*dto.LabelPair{label("ip_family", "IPv4")}, Histogram: &dto.Histogram{SampleCount: &count, SampleSum: &sum}},
+			},
+		})
+	}
+	return out, nil
+}
+
+func label(n, v string) *dto.LabelPair { return &dto.LabelPair{Name: &n, Value: &v} }
+func ptr[T any](v T) *T                { return &v }
+
+// fakeClock advances one millisecond per call.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { c.t = c.t.Add(time.Millisecond); return c.t }
+
+func TestRecorderSyncs(t *testing.T) {
+	h := fakeHistograms{metricSync: {0, 0}, metricSyncFull: {0, 0}, metricSyncPartial: {0, 0}, metricProgramming: {0, 0}}
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	r := newRecorder(h.gather, v1.IPv4Protocol)
+	r.now = clock.now
+	r.poll() // baseline at 1001ms..1002ms
+
+	// A full sync of 0.5 s.
+	h[metricSync] = [2]float64{1, 0.5}
+	h[metricSyncFull] = [2]float64{1, 0.5}
+	h[metricProgramming] = [2]float64{2, 3}
+	r.poll() // 1003..1004
+	r.poll() // quiet: 1005..1006
+
+	// Two partial syncs between polls, and the total seen before the
+	// partial histogram: recorded only once both agree.
+	h[metricSync] = [2]float64{3, 0.75}
+	r.poll() // 1007..1008: pending
+	h[metricSyncPartial] = [2]float64{2, 0.25}
+	r.poll() // 1009..1010
+
+	base := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return base.Add(time.Duration(n) * time.Millisecond) }
+	want := []Sync{
+		{Start: ms(1).Add(-500 * time.Millisecond), End: ms(4), Duration: 500 * time.Millisecond, Full: true, FullCount: 1, Merged: 1},
+		{Start: ms(5).Add(-250 * time.Millisecond), End: ms(8), Duration: 250 * time.Millisecond, Merged: 2},
+	}
+	if diff := cmp.Diff(want, r.Syncs()); diff != "" {
+		t.Errorf("syncs (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]Programming{{At: ms(4), Count: 2, Sum: 3 * time.Second}}, r.prog); diff != "" {
+		t.Errorf("programming (-want +got):\n%s", diff)
+	}
+	wantTotals := Totals{SyncCount: 3, SyncSeconds: 0.75, FullCount: 1, FullSeconds: 0.5, PartialCount: 2, PartialSeconds: 0.25, ProgrammingCount: 2, ProgrammingSeconds: 3}
+	if diff := cmp.Diff(wantTotals, r.seen); diff != "" {
+		t.Errorf("totals (-want +got):\n%s", diff)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	s, err := r.waitFor(ctx, ms(-300))
+	if err != nil || s.Merged != 2 {
+		t.Errorf("waitFor(a time before the second sync's start) = %+v, %v; want the second sync", s, err)
+	}
+	short, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel2()
+	if _, err := r.waitFor(short, ms(10)); err == nil {
+		t.Error("waitFor(after every sync) returned without a new sync")
+	}
+}
+
+// TestRecorderGauges: a successful sync takes its start from kube-proxy's
+// last-sync gauge, and WaitForSync returns at once when no change was
+// queued after the last sync began.
+func TestRecorderGauges(t *testing.T) {
+	h := fakeHistograms{metricSync: {0, 0}, metricSyncFull: {0, 0}, metricSyncPartial: {0, 0}, metricLastQueued: {1000.0}, metricLastSynced: {0}}
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	r := newRecorder(h.gather, v1.IPv4Protocol)
+	r.now = clock.now
+	r.poll()
+	h[metricSync] = [2]float64{1, 0.5}
+	h[metricSyncFull] = [2]float64{1, 0.5}
+	h[metricLastSynced] = [2]float64{1000.75}
+	r.poll()
+	got := r.Syncs()
+	want := []Sync{{Start: time.Unix(1000, 250_000_000), End: time.Unix(1000, 4_000_000), Succeeded: true, Duration: 500 * time.Millisecond, Full: true, FullCount: 1, Merged: 1}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("syncs (-want +got):\n%s", diff)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := r.waitFor(ctx, time.Unix(2000, 0)); err != nil {
+		t.Errorf("waitFor with nothing queued since the last sync: %v", err)
+	}
+	h[metricLastQueued] = [2]float64{1000.8} // a change queued after the sync began
+	r.poll()
+	if _, err := r.waitFor(ctx, time.Unix(2000, 0)); err == nil {
+		t.Error("waitFor returned although a change is queued and unsynced")
+	}
+}
+
+func TestOptionsConfig(t *testing.T) {
+	cases := []struct {
+		name    string
+		opts    Options
+		wantErr bool
+	}{
+		{name: "bad mode", opts: Options{Mode: "ipvs"}, wantErr: true},
+		{name: "nftables with backend", opts: Options{Mode: ModeNFTables, Backend: BackendLegacy}, wantErr: true},
+		{name: "missing everything", opts: Options{Mode: ModeIPTables}, wantErr: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.opts.config()
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("config() error = %v, wantErr %v", err, tc.wantErr)
+			}
+		})
+	}
+}
