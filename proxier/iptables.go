@@ -25,6 +25,7 @@ import (
 // ClusterCIDR local detector, initOnly false.
 func newIPTables(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguration, opts Options,
 	detector proxyutil.LocalTrafficDetector, recorder events.EventRecorder, healthz *healthcheck.ProxyHealthServer,
+	calls *kernelCalls,
 ) (proxy.Provider, Tools, error) {
 	backend := opts.Backend
 	if backend == "" {
@@ -35,7 +36,9 @@ func newIPTables(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguratio
 		return nil, tools, err
 	}
 	// upstream: ipts := utiliptables.NewBestEffort(); ipts[PrimaryIPFamily].
-	ipt := utiliptables.New(utiliptables.ProtocolIPv4)
+	// kpsim: the proxier gets the runner wrapped in a timer of every call
+	// (kerneltime.go); Proxier.KernelCalls reads the record.
+	ipt := newTimedIPTables(utiliptables.New(utiliptables.ProtocolIPv4), calls)
 	if err := ipt.Present(); err != nil {
 		return nil, tools, fmt.Errorf("iptables (%s backend) not usable: %w", backend, err)
 	}

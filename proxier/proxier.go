@@ -78,6 +78,9 @@ type Proxier struct {
 	tools    Tools
 	provider proxy.Provider
 	rec      *recorder
+	// calls times the iptables proxier's kernel-programming calls; nil in
+	// nftables mode (see kerneltime.go).
+	calls *kernelCalls
 }
 
 // Tools says which dataplane programs the proxier runs.
@@ -156,7 +159,8 @@ func Start(ctx context.Context, opts Options) (*Proxier, error) {
 
 	switch opts.Mode {
 	case ModeIPTables:
-		p.provider, p.tools, err = newIPTables(ctx, cfg, opts, detector, recorder, healthz)
+		p.calls = &kernelCalls{}
+		p.provider, p.tools, err = newIPTables(ctx, cfg, opts, detector, recorder, healthz, p.calls)
 	case ModeNFTables:
 		p.provider, p.tools, err = newNFTables(ctx, cfg, opts, detector, recorder, healthz)
 	}

@@ -67,6 +67,9 @@ func Default(s *Scenario) {
 	for i := range sp.ServiceGroups {
 		defaultGroup(&sp.ServiceGroups[i])
 	}
+	for i := range sp.Expectations.Rules {
+		setString(&sp.Expectations.Rules[i].At, RulesAtEnd)
+	}
 
 	if len(sp.Steps) == 0 {
 		sp.Steps = []Step{{Sync: &SyncStep{}}}

@@ -403,6 +403,10 @@ type RuleExpectation struct {
 	// "nftables/chains", "nftables/setElements", "nftables/mapElements".
 	// ipvs: "ipvs/virtualServers", "ipvs/realServers", "ipset/members".
 	Count string `yaml:"count" json:"count"`
+	// At is when the count is taken: "firstSync" (right after the
+	// proxier's first full sync) or "end" (after the last step). Default
+	// end.
+	At string `yaml:"at,omitempty" json:"at,omitempty"`
 	// Equals requires an exact count.
 	Equals *int `yaml:"equals,omitempty" json:"equals,omitempty"`
 	// Min is the smallest count allowed.
@@ -410,6 +414,12 @@ type RuleExpectation struct {
 	// Max is the largest count allowed.
 	Max *int `yaml:"max,omitempty" json:"max,omitempty"`
 }
+
+// When a rule count is taken.
+const (
+	RulesAtFirstSync = "firstSync"
+	RulesAtEnd       = "end"
+)
 
 // Sweep repeats the run with one service group at several sizes.
 type Sweep struct {

@@ -585,6 +585,9 @@ func (v *validator) expectations(p *field.Path) field.ErrorList {
 				break
 			}
 		}
+		if r.At != RulesAtFirstSync && r.At != RulesAtEnd {
+			errs = append(errs, field.NotSupported(rp.Child("at"), r.At, []string{RulesAtFirstSync, RulesAtEnd}))
+		}
 		switch {
 		case r.Equals == nil && r.Min == nil && r.Max == nil:
 			errs = append(errs, field.Required(rp.Child("equals"), "set equals, or min and/or max"))

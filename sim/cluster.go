@@ -229,8 +229,15 @@ func (st *state) sortedServices() []*Service {
 
 func (st *state) objects() []runtime.Object {
 	var out []runtime.Object
+	// Only the simulated node becomes a Node object. kube-proxy watches
+	// its own Node alone (field selector metadata.name=<node>), which the
+	// fake clientset does not apply: another Node would reach kube-proxy's
+	// NodeManager, which exits when it sees "its" node IPs change. The
+	// other nodes live in the model (endpoints' nodeName and zone) only.
 	for _, n := range st.nodes {
-		out = append(out, nodeObject(n))
+		if n.Local {
+			out = append(out, nodeObject(n))
+		}
 	}
 	out = append(out, serviceCIDRObject(st.serviceCIDR))
 	for _, svc := range st.sortedServices() {

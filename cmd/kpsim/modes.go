@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/tw"
 	"github.com/spf13/cobra"
 
 	"github.com/kpsim/kpsim/proxier"
@@ -31,7 +32,7 @@ runs (on PATH), and says what is missing and how to get it. It only reads.`,
 
 func printModes(w io.Writer, h *proxier.Host, verbose bool) {
 	fmt.Fprintf(w, "kernel %s, root: %v\n", h.KernelRelease, h.Root)
-	table := tablewriter.NewWriter(w)
+	table := tablewriter.NewTable(w, tablewriter.WithHeaderAutoFormat(tw.Off))
 	table.Header([]string{"mode", "backend", "runs here", "why not", "fix"})
 	var evidence []string
 	for _, mb := range [][2]string{{"iptables", "legacy"}, {"iptables", "nft"}, {"nftables", ""}, {"ipvs", "legacy"}, {"ipvs", "nft"}} {

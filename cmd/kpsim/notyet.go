@@ -13,25 +13,6 @@ func notBuilt(name, what string) error {
 	return environment(fmt.Errorf("%s is not built yet in this version of kpsim: %s", name, what))
 }
 
-func newRunCommand() *cobra.Command {
-	var modes, out, kernel string
-	cmd := &cobra.Command{
-		Use:   "run SCENARIO",
-		Short: "Run a scenario against the production proxiers (not built yet)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := loadScenario(args[0]); err != nil {
-				return err
-			}
-			return notBuilt("run", "the scenario is valid, but the proxier adapters that run it are still being built")
-		},
-	}
-	cmd.Flags().StringVar(&modes, "modes", "", "comma-separated mode entries to run (default: the scenario's)")
-	cmd.Flags().StringVar(&out, "out", "", "result directory (default results/<run-id>)")
-	cmd.Flags().StringVar(&kernel, "kernel", "", "host or vm")
-	return cmd
-}
-
 func newReportCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "report DIR...",

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/scenarios"
+)
+
+// readDataplane counts the node's rules with the standard tools and saves
+// the raw dumps as <mode>.<when>.* in the run directory.
+func (n *node) readDataplane(ctx context.Context, when string) (map[string]int, error) {
+	var dumps []proxier.Dump
+	switch n.ms.Mode {
+	case scenarios.ModeIPTables:
+		d, err := proxier.ReadIPTables(ctx, n.ms.Backend)
+		if err != nil {
+			return nil, fmt.Errorf("reading iptables rules (%s): %w", when, err)
+		}
+		dumps = append(dumps, d)
+	case scenarios.ModeNFTables:
+		d, err := proxier.ReadNFTables(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reading nftables rules (%s): %w", when, err)
+		}
+		dumps = append(dumps, d)
+	default:
+		return nil, fmt.Errorf("no dataplane reader for mode %s", n.ms.Mode)
+	}
+	counts := map[string]int{}
+	for _, d := range dumps {
+		maps.Copy(counts, d.Counts())
+	}
+	if n.outDir != "" {
+		name := n.ms.Name + "." + when
+		if err := proxier.SaveDumps(n.outDir, name, dumps...); err != nil {
+			return counts, err
+		}
+		n.res.Dumps = append(n.res.Dumps, name+".*")
+	}
+	return counts, nil
+}

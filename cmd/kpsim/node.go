@@ -1,0 +1,464 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/kpsim/kpsim/netns"
+	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/reports"
+	"github.com/kpsim/kpsim/scenarios"
+	"github.com/kpsim/kpsim/sim"
+)
+
+// nodeMainName is the node main that runs one mode of a scenario.
+const nodeMainName = "kpsim-mode"
+
+func init() {
+	netns.RegisterNodeMain(nodeMainName, runModeNode)
+}
+
+// nodeInput is what the orchestrator sends a node process.
+type nodeInput struct {
+	ScenarioFile string `json:"scenarioFile"`
+	ScenarioYAML []byte `json:"scenarioYAML"`
+	// Mode is the scenario's mode entry name.
+	Mode string `json:"mode"`
+	// OutDir is the run directory, for dumps.
+	OutDir string `json:"outDir"`
+	// OracleState, when set, makes this node the after-churn oracle: a
+	// fresh proxier built from the API state saved in this file.
+	OracleState string `json:"oracleState,omitempty"`
+}
+
+// Progress events the node emits.
+const (
+	eventStep = "step"
+)
+
+// runModeNode runs inside the node process: the fake cluster, the fake
+// pods, the upstream proxier and the scenario's steps. Whatever happens,
+// it returns a ModeResult with what was measured.
+func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
+	var in nodeInput
+	if err := env.Recv(&in); err != nil {
+		return fmt.Errorf("reading node input: %w", err)
+	}
+	// The orchestrator validated the same bytes; loading them again here
+	// keeps the node self-contained (and the VM runner will need it).
+	s, err := scenarios.Load(in.ScenarioFile, in.ScenarioYAML)
+	if err != nil {
+		return err
+	}
+	var ms *scenarios.ModeSpec
+	for i := range s.Spec.Modes {
+		if s.Spec.Modes[i].Name == in.Mode {
+			ms = &s.Spec.Modes[i]
+		}
+	}
+	if ms == nil {
+		return fmt.Errorf("scenario has no mode entry %q", in.Mode)
+	}
+	res := &reports.ModeResult{Name: ms.Name, Mode: ms.Mode, Backend: ms.Backend}
+	n := &node{env: env, s: s, ms: ms, res: res, outDir: in.OutDir}
+	if in.OracleState != "" {
+		if err := n.runOracle(ctx, in.OracleState); err != nil {
+			res.Error = err.Error()
+		}
+		n.finishResources()
+		return env.SetResult(res)
+	}
+	runErr := n.run(ctx)
+	if runErr != nil {
+		res.Error = runErr.Error()
+	}
+	n.finish(ctx, runErr == nil)
+	return env.SetResult(res)
+}
+
+type node struct {
+	env    *netns.NodeEnv
+	s      *scenarios.Scenario
+	ms     *scenarios.ModeSpec
+	res    *reports.ModeResult
+	outDir string
+
+	cluster *sim.Cluster
+	pods    *netns.PodNetwork
+	proxier *proxier.Proxier
+	engine  *sim.Engine
+	// lastWrite is when the last API write of a churn step returned.
+	lastWrite time.Time
+	synced    bool
+}
+
+func (n *node) run(ctx context.Context) error {
+	var err error
+	if n.cluster, err = sim.New(n.s); err != nil {
+		return fmt.Errorf("building the fake cluster: %w", err)
+	}
+	if err := n.startPods(); err != nil {
+		return err
+	}
+	if err := n.startProxier(ctx, n.cluster.Clientset); err != nil {
+		return err
+	}
+	if n.engine, err = n.cluster.NewEngine(sim.OnMutation(n.onMutation)); err != nil {
+		return err
+	}
+
+	for i, st := range n.s.Spec.Steps {
+		sr := reports.StepResult{Name: st.Name, Action: st.Action(), Start: time.Now()}
+		_ = n.env.Emit(eventStep, map[string]any{"mode": n.ms.Name, "step": st.Name, "index": i, "of": len(n.s.Spec.Steps)})
+		err := n.step(ctx, i, st, &sr)
+		sr.End = time.Now()
+		if err != nil {
+			sr.Error = err.Error()
+		}
+		n.res.Steps = append(n.res.Steps, sr)
+		if err != nil {
+			return fmt.Errorf("step %s: %w", st.Name, err)
+		}
+	}
+	return nil
+}
+
+// startProxier starts the upstream proxier of the node's mode on client.
+func (n *node) startProxier(ctx context.Context, client kubernetes.Interface) error {
+	cfg, err := proxyConfig(n.s.Spec.Proxy, n.ms.Proxy)
+	if err != nil {
+		return err
+	}
+	backend := n.ms.Backend
+	if n.ms.Mode == scenarios.ModeNFTables {
+		backend = ""
+	}
+	n.proxier, err = proxier.Start(ctx, proxier.Options{
+		Mode:        n.ms.Mode,
+		Backend:     backend,
+		ToolsDir:    "/run", // private to the node: gone with it
+		Config:      cfg,
+		Client:      client,
+		NodeName:    n.s.Spec.Cluster.Node.Name,
+		NodeIP:      net.IP(n.env.NodeIP.AsSlice()),
+		ClusterCIDR: n.s.Spec.Cluster.PodCIDR,
+	})
+	if err != nil {
+		return fmt.Errorf("starting the %s proxier: %w", n.ms.Mode, err)
+	}
+	n.res.Binaries = n.proxier.Tools().Binaries
+	return nil
+}
+
+func (n *node) step(ctx context.Context, i int, st scenarios.Step, sr *reports.StepResult) error {
+	switch {
+	case st.Sync != nil:
+		start := time.Now()
+		if err := n.waitSynced(ctx, st.Sync.Timeout.Duration); err != nil {
+			return err
+		}
+		sr.SyncSeconds = time.Since(start).Seconds()
+		if !n.synced {
+			n.synced = true
+			counts, err := n.readDataplane(ctx, "first-sync")
+			if err != nil {
+				return err
+			}
+			n.res.RulesAfterFirstSync = counts
+		}
+	case st.Churn != nil:
+		muts, err := n.engine.Run(ctx, *st.Churn)
+		for _, m := range muts {
+			if m.Skipped != "" {
+				sr.Skipped++
+			} else {
+				sr.Mutations++
+			}
+		}
+		return err
+	case st.Probe != nil:
+		return n.probe(ctx, i, st)
+	case st.Wait != nil:
+		t := time.NewTimer(st.Wait.Duration.Duration)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// waitSynced waits until the proxier has programmed the API state as of
+// the last write: kube-proxy has queued a sync for it (its
+// last-queued gauge passed the write), and a successful sync started
+// after the last queued change.
+func (n *node) waitSynced(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if !n.lastWrite.IsZero() {
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		// A write that changes nothing kube-proxy watches queues nothing,
+		// so this wait is bounded; the sync wait below still holds.
+		deadline := time.Now().Add(5 * time.Second)
+		for n.proxier.Totals().LastQueued.Before(n.lastWrite) && time.Now().Before(deadline) {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for kube-proxy to see the last change: %w", ctx.Err())
+			case <-tick.C:
+			}
+		}
+	}
+	if _, err := n.proxier.WaitForSync(ctx, n.lastWrite); err != nil {
+		return fmt.Errorf("waiting for the proxier to sync (timeout %s): %w", timeout, err)
+	}
+	return nil
+}
+
+// onMutation keeps the fake pods in step with the API: a new pod address
+// answers, a removed one stops.
+func (n *node) onMutation(m sim.Mutation) {
+	n.lastWrite = m.End
+	if len(m.Added) > 0 {
+		if err := n.pods.AddEndpoints(m.Added); err != nil {
+			klog.Background().Error(err, "adding endpoint addresses")
+		}
+	}
+	if len(m.Removed) > 0 {
+		if err := n.pods.RemoveEndpoints(m.Removed); err != nil {
+			klog.Background().Error(err, "removing endpoint addresses")
+		}
+	}
+}
+
+// startPods creates the fake pods: every endpoint address of the model,
+// answering on every target port.
+func (n *node) startPods() error {
+	model := n.cluster.Snapshot()
+	type pk struct {
+		port  int32
+		proto corev1.Protocol
+	}
+	ports := map[pk]bool{}
+	var addrs []netip.Addr
+	for _, svc := range model.Services {
+		for _, p := range svc.Ports {
+			ports[pk{p.TargetPort, p.Protocol}] = true
+		}
+		for _, ep := range svc.Endpoints() {
+			addrs = append(addrs, ep.IP)
+		}
+	}
+	for _, sl := range model.LiteralSlices {
+		for _, p := range sl.Ports {
+			if p.Port != nil {
+				proto := corev1.ProtocolTCP
+				if p.Protocol != nil {
+					proto = *p.Protocol
+				}
+				ports[pk{*p.Port, proto}] = true
+			}
+		}
+		for _, ep := range sl.Endpoints {
+			for _, a := range ep.Addresses {
+				if ip, err := netip.ParseAddr(a); err == nil {
+					addrs = append(addrs, ip)
+				}
+			}
+		}
+	}
+	slices.SortFunc(addrs, func(a, b netip.Addr) int { return a.Compare(b) })
+	addrs = slices.Compact(addrs)
+	var np []netns.Port
+	for p := range ports {
+		np = append(np, netns.Port{Port: uint16(p.port), Protocol: netns.Protocol(strings.ToLower(string(p.proto)))})
+	}
+	sort.Slice(np, func(i, j int) bool {
+		return np[i].Port < np[j].Port || (np[i].Port == np[j].Port && np[i].Protocol < np[j].Protocol)
+	})
+	per := n.s.Spec.Dataplane.AddressesPerNamespace
+	if per == 0 {
+		per = 1
+		if len(addrs) > 256 {
+			per = 64
+		}
+	}
+	var err error
+	n.pods, err = n.env.NewPodNetwork(netns.PodNetworkConfig{
+		Ports:                 np,
+		AddressesPerNamespace: per,
+		ClientPodIP:           model.PodCIDR.Addr().Next(),
+		PodCIDR:               model.PodCIDR,
+	})
+	if err != nil {
+		return fmt.Errorf("creating fake pods: %w", err)
+	}
+	if err := n.pods.AddEndpoints(addrs); err != nil {
+		return fmt.Errorf("adding %d endpoint addresses: %w", len(addrs), err)
+	}
+	return nil
+}
+
+// probe sends real connections to the sampled Services of the step.
+func (n *node) probe(ctx context.Context, index int, st scenarios.Step) error {
+	p := st.Probe
+	model := n.cluster.Snapshot()
+	var candidates []sim.Service
+	for _, svc := range model.Services {
+		if (p.Group == "" || svc.Group == p.Group) && !svc.Headless {
+			candidates = append(candidates, svc)
+		}
+	}
+	// The sample is drawn with the scenario's seed and the step index, so
+	// the same scenario probes the same Services in every mode.
+	rng := rand.New(rand.NewPCG(uint64(n.s.Spec.Seed), uint64(index)))
+	rng.Shuffle(len(candidates), func(i, j int) { candidates[i], candidates[j] = candidates[j], candidates[i] })
+	if p.Services > 0 && p.Services < len(candidates) {
+		candidates = candidates[:p.Services]
+	}
+	count := p.Connections
+	if count == 0 {
+		// The distribution test's power calculation is not built yet; a
+		// fixed count per Service keeps probes meaningful for reachability.
+		count = 100
+	}
+	from := netns.ClientKind(p.From)
+	for _, svc := range candidates {
+		for _, port := range svc.Ports {
+			target, ok := n.target(svc, port, p.Target)
+			if !ok {
+				continue
+			}
+			spec := netns.ProbeSpec{From: from, Target: target, Protocol: netns.Protocol(strings.ToLower(string(port.Protocol))), Count: count}
+			r, err := n.pods.Probe(ctx, spec)
+			if err != nil {
+				return fmt.Errorf("probing %s port %s: %w", svc.Key(), port.Name, err)
+			}
+			n.res.Probes = append(n.res.Probes, probeResult(st.Name, svc, port, p, r))
+		}
+	}
+	return nil
+}
+
+func (n *node) target(svc sim.Service, port sim.Port, kind string) (netip.AddrPort, bool) {
+	switch kind {
+	case scenarios.TargetNodePort:
+		if port.NodePort == 0 {
+			return netip.AddrPort{}, false
+		}
+		return netip.AddrPortFrom(n.env.NodeIP, uint16(port.NodePort)), true
+	case scenarios.TargetLoadBalancer:
+		if !svc.LoadBalancerIP.IsValid() {
+			return netip.AddrPort{}, false
+		}
+		return netip.AddrPortFrom(svc.LoadBalancerIP, uint16(port.Port)), true
+	}
+	return netip.AddrPortFrom(svc.ClusterIP, uint16(port.Port)), true
+}
+
+func probeResult(step string, svc sim.Service, port sim.Port, p *scenarios.ProbeStep, r netns.ProbeResult) reports.Probe {
+	out := reports.Probe{
+		Step: step, Service: svc.Key(), Port: port.Name, Protocol: string(port.Protocol),
+		From: p.From, Target: r.Spec.Target.String(),
+		Sent: r.Sent, OK: r.OK, SourcePreserved: r.SourcePreserved, Seconds: r.Duration.Seconds(),
+		Endpoints: map[string]int{},
+	}
+	expected := map[netip.AddrPort]bool{}
+	for _, ep := range svc.Endpoints() {
+		ap := netip.AddrPortFrom(ep.IP, uint16(port.TargetPort))
+		expected[ap] = true
+		out.Expected = append(out.Expected, ap.String())
+	}
+	for ap, t := range r.Endpoints {
+		out.Endpoints[ap.String()] = t.Count
+		if !expected[ap] {
+			out.Stray += t.Count
+		}
+	}
+	if len(r.Failures) > 0 {
+		out.Failures = map[string]int{}
+		for k, v := range r.Failures {
+			out.Failures[string(k)] = v
+		}
+	}
+	return out
+}
+
+// finish records the proxier's syncs, the final dataplane and the node's
+// resource use, whatever state the run ended in. After a clean run it
+// first lets the proxier catch up with the last change and saves the
+// final API state for the oracle.
+func (n *node) finish(ctx context.Context, clean bool) {
+	if clean && n.synced {
+		if err := n.waitSynced(ctx, 10*time.Minute); err != nil {
+			n.res.Error = "final sync: " + err.Error()
+		}
+		if n.outDir != "" {
+			if err := saveAPIState(ctx, n.cluster.Clientset, finalStatePath(n.outDir, n.ms.Name)); err != nil && n.res.Error == "" {
+				n.res.Error = "saving the final API state: " + err.Error()
+			}
+		}
+	}
+	if n.proxier != nil {
+		for _, s := range n.proxier.Syncs() {
+			n.res.Syncs = append(n.res.Syncs, reports.Sync{Start: s.Start, End: s.End, Seconds: s.Duration.Seconds(), Full: s.Full, Merged: s.Merged, Succeeded: s.Succeeded})
+		}
+		for _, c := range n.proxier.KernelCalls() {
+			if n.res.KernelCalls == nil {
+				n.res.KernelCalls = map[string]reports.CallStats{}
+			}
+			cs := n.res.KernelCalls[c.Method]
+			cs.Count++
+			cs.Seconds += c.Duration.Seconds()
+			cs.Bytes += c.Bytes
+			if c.Err != "" {
+				cs.Errors++
+			}
+			n.res.KernelCalls[c.Method] = cs
+		}
+		t := n.proxier.Totals()
+		n.res.KubeProxyTotals = reports.Totals{SyncCount: t.SyncCount, SyncSeconds: t.SyncSeconds, FullCount: t.FullCount, FullSeconds: t.FullSeconds, PartialCount: t.PartialCount, PartialSeconds: t.PartialSeconds}
+		n.res.NetworkProgramming = reports.ProgrammingLatency{Count: t.ProgrammingCount, SumSeconds: t.ProgrammingSeconds}
+		if t.ProgrammingCount > 0 {
+			n.res.NetworkProgramming.MeanSeconds = t.ProgrammingSeconds / float64(t.ProgrammingCount)
+		}
+		if n.synced {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			counts, err := n.readDataplane(ctx, "end")
+			cancel()
+			if err != nil && n.res.Error == "" {
+				n.res.Error = err.Error()
+			}
+			n.res.Rules = counts
+		}
+	}
+	n.finishResources()
+}
+
+// finishResources records the node process's CPU time and peak memory.
+func (n *node) finishResources() {
+	var self, children syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &self) == nil {
+		n.res.Resources.CPUSeconds = tv(self.Utime) + tv(self.Stime)
+		n.res.Resources.MaxRSSBytes = self.Maxrss * 1024 // kilobytes on Linux
+	}
+	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children) == nil {
+		n.res.Resources.ChildCPUSeconds = tv(children.Utime) + tv(children.Stime)
+	}
+}
+
+func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }

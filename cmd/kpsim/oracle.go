@@ -1,0 +1,155 @@
+package main
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/reports"
+	"github.com/kpsim/kpsim/scenarios"
+)
+
+// The after-churn oracle: the dataplane a proxier reached through a run's
+// churn must equal what a fresh proxier of the same mode builds from the
+// final API state in one full sync. The main node saves that state; a
+// second node process (a clean network namespace) builds from it.
+
+// apiState is the API objects kube-proxy watches, as JSON.
+type apiState struct {
+	Nodes          []corev1.Node               `json:"nodes"`
+	ServiceCIDRs   []networkingv1.ServiceCIDR  `json:"serviceCIDRs"`
+	Services       []corev1.Service            `json:"services"`
+	EndpointSlices []discoveryv1.EndpointSlice `json:"endpointSlices"`
+}
+
+func finalStatePath(dir, mode string) string { return filepath.Join(dir, mode+".final-api-state.json") }
+
+// saveAPIState lists what the API holds now and writes it for the oracle.
+func saveAPIState(ctx context.Context, c kubernetes.Interface, path string) error {
+	var st apiState
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	cidrs, err := c.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	svcs, err := c.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	slices, err := c.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	st.Nodes, st.ServiceCIDRs, st.Services, st.EndpointSlices = nodes.Items, cidrs.Items, svcs.Items, slices.Items
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// runOracle builds a fresh proxier from the saved API state, waits
+// for its first sync and saves its dataplane as <mode>.oracle.*.
+func (n *node) runOracle(ctx context.Context, statePath string) error {
+	data, err := os.ReadFile(statePath)
+	if err != nil {
+		return fmt.Errorf("reading the final API state: %w", err)
+	}
+	var st apiState
+	if err := json.Unmarshal(data, &st); err != nil {
+		return fmt.Errorf("decoding the final API state: %w", err)
+	}
+	var objs []runtime.Object
+	for i := range st.Nodes {
+		objs = append(objs, &st.Nodes[i])
+	}
+	for i := range st.ServiceCIDRs {
+		objs = append(objs, &st.ServiceCIDRs[i])
+	}
+	for i := range st.Services {
+		objs = append(objs, &st.Services[i])
+	}
+	for i := range st.EndpointSlices {
+		objs = append(objs, &st.EndpointSlices[i])
+	}
+	client := fake.NewSimpleClientset(objs...)
+	if err := n.startProxier(ctx, client); err != nil {
+		return err
+	}
+	if err := n.waitSynced(ctx, 10*time.Minute); err != nil {
+		return err
+	}
+	n.synced = true
+	counts, err := n.readDataplane(ctx, "oracle")
+	n.res.Rules = counts
+	return err
+}
+
+// compareOracle diffs the main node's final normalized dataplane with the
+// oracle's.
+func compareOracle(dir string, m scenarios.ModeSpec) reports.Oracle {
+	kind := "iptables"
+	if m.Mode == scenarios.ModeNFTables {
+		kind = "nft"
+	}
+	o := reports.Oracle{
+		Checked: true,
+		Files:   []string{m.Name + ".end." + kind + ".normalized.gz", m.Name + ".oracle." + kind + ".normalized.gz"},
+	}
+	got, err := readGzip(filepath.Join(dir, o.Files[0]))
+	if err == nil {
+		var want string
+		if want, err = readGzip(filepath.Join(dir, o.Files[1])); err == nil {
+			o.Diff = proxier.DiffNormalized(want, got)
+			o.Equal = o.Diff == ""
+			o.Lines = strings.Count(got, "\n")
+		}
+	}
+	if err != nil {
+		o.Checked, o.Error = false, err.Error()
+	}
+	return o
+}
+
+func readGzip(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	b, err := io.ReadAll(zr)
+	return string(b), err
+}
+
+// runOracleMode starts the oracle node for one mode and compares.
+func runOracleMode(ctx context.Context, stderr io.Writer, s *scenarios.Scenario, file string, data []byte, m scenarios.ModeSpec, runID, dir string) reports.Oracle {
+	in := nodeInput{ScenarioFile: file, ScenarioYAML: data, Mode: m.Name, OutDir: dir, OracleState: finalStatePath(dir, m.Name)}
+	fmt.Fprintf(stderr, "%s: oracle: a fresh proxier from the final API state\n", m.Name)
+	mr := startNode(ctx, stderr, s, in, m, runID, dir, m.Name+".oracle.node.log")
+	if mr.Error != "" {
+		return reports.Oracle{Error: "the oracle's proxier failed: " + mr.Error}
+	}
+	return compareOracle(dir, m)
+}

@@ -1,0 +1,323 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kpsim/kpsim/netns"
+	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/reports"
+	"github.com/kpsim/kpsim/scenarios"
+)
+
+type runOptions struct {
+	modes    []string
+	backends []string
+	out      string
+	kernel   string
+}
+
+func newRunCommand() *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:   "run SCENARIO",
+		Short: "Run a scenario against the production proxiers",
+		Long: `run loads and validates SCENARIO, checks this machine can run each mode,
+snapshots the host namespace, then runs every mode in its own node process (a
+new network and mount namespace) with the fake cluster, fake pods and the
+upstream proxier, and writes result.json, the dataplane dumps and each node's
+log to the run directory. It prints a summary table and exits 1 when an
+expectation of the scenario was missed.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runScenario(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], o)
+		},
+	}
+	cmd.Flags().StringSliceVar(&o.modes, "modes", nil, "mode entries to run, by entry name (iptables-legacy) or mode (iptables); default: the scenario's")
+	cmd.Flags().StringSliceVar(&o.backends, "iptables-backend", nil, "run every iptables mode entry with each of these backends (legacy, nft) instead of the scenario's")
+	cmd.Flags().StringVar(&o.out, "out", "", "run directory (default results/<run-id>)")
+	cmd.Flags().StringVar(&o.kernel, "kernel", "host", "where to run the node: host (the VM runner is not built yet)")
+	return cmd
+}
+
+func runScenario(ctx context.Context, stdout, stderr io.Writer, file string, o runOptions) error {
+	if o.kernel != "host" {
+		if o.kernel == "vm" {
+			return environment(errors.New("--kernel vm: the VM runner is not built yet; only --kernel host runs"))
+		}
+		return badInput(fmt.Errorf("--kernel %q: want host or vm", o.kernel))
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return badInput(fmt.Errorf("reading scenario: %w", err))
+	}
+	s, err := loadScenario(file)
+	if err != nil {
+		return err
+	}
+	if s.Spec.Sweep != nil {
+		return environment(fmt.Errorf("%s: sweeps are not built yet; run the scenario without spec.sweep", file))
+	}
+	modes, err := selectModes(s, o)
+	if err != nil {
+		return err
+	}
+
+	// Every mode must be runnable, or say why, before anything is created.
+	host := proxier.ProbeHost()
+	var skipped = map[string]string{}
+	for _, m := range modes {
+		a := host.Check(m.Mode, m.Backend)
+		switch {
+		case a.OK:
+		case m.Mode == scenarios.ModeIPVS:
+			skipped[m.Name] = a.Reason + "; the VM runner that gives IPVS a kernel is not built yet"
+		default:
+			return environment(fmt.Errorf("mode %s cannot run here: %s (fix: %s)", m.Name, a.Reason, a.Fix))
+		}
+	}
+	if !host.Root {
+		return environment(errors.New("kpsim run needs root to create network namespaces: run it with sudo"))
+	}
+
+	runID := netns.NewRunID()
+	dir := o.out
+	if dir == "" {
+		dir = filepath.Join("results", runID)
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return badInput(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return environment(fmt.Errorf("creating run directory: %w", err))
+	}
+	sum := sha256.Sum256(data)
+	res := &reports.Result{
+		SchemaVersion: reports.SchemaVersion,
+		RunID:         runID,
+		Scenario:      reports.ScenarioInfo{Name: s.Metadata.Name, File: file, Seed: s.Spec.Seed, SHA256: hex.EncodeToString(sum[:])},
+		Environment: reports.Environment{
+			KernelRelease:    host.KernelRelease,
+			Kernel:           "host",
+			CPUs:             runtime.NumCPU(),
+			KubeProxyVersion: proxier.KubernetesVersion(),
+			GoVersion:        runtime.Version(),
+		},
+		Started: time.Now(),
+	}
+
+	before, snapErr := netns.TakeHostSnapshot()
+	for _, m := range modes {
+		if reason, ok := skipped[m.Name]; ok {
+			fmt.Fprintf(stderr, "%s: skipped: %s\n", m.Name, reason)
+			res.Modes = append(res.Modes, reports.ModeResult{Name: m.Name, Mode: m.Mode, Backend: m.Backend, Skipped: reason})
+			continue
+		}
+		res.Modes = append(res.Modes, runMode(ctx, stderr, s, file, data, m, runID, dir))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	res.Host = hostCheck(before, snapErr)
+	res.Finished = time.Now()
+	res.Expectations = reports.CheckExpectations(s, res)
+	res.Passed = reports.AllPassed(res.Expectations)
+	for _, m := range res.Modes {
+		if m.Error != "" {
+			res.Passed = false
+		}
+	}
+
+	if err := res.WriteFile(filepath.Join(dir, "result.json")); err != nil {
+		return environment(err)
+	}
+	if err := reports.WriteSummary(stdout, res); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nresult: %s\n", filepath.Join(dir, "result.json"))
+	if ctx.Err() != nil {
+		return &exitError{exitExpectation, fmt.Errorf("interrupted: %w", ctx.Err())}
+	}
+	if !res.Passed {
+		var missed []string
+		for _, e := range res.Expectations {
+			if !e.Passed {
+				missed = append(missed, strings.TrimSpace(e.Name+" "+e.Mode))
+			}
+		}
+		for _, m := range res.Modes {
+			if m.Error != "" {
+				missed = append(missed, m.Name+" failed")
+			}
+		}
+		return &exitError{exitExpectation, fmt.Errorf("expectations missed: %s", strings.Join(missed, ", "))}
+	}
+	return nil
+}
+
+// selectModes applies --modes and --iptables-backend to the scenario's
+// mode entries.
+func selectModes(s *scenarios.Scenario, o runOptions) ([]scenarios.ModeSpec, error) {
+	modes := s.Spec.Modes
+	if len(o.backends) > 0 {
+		var out []scenarios.ModeSpec
+		seen := map[string]bool{}
+		for _, m := range modes {
+			if m.Mode != scenarios.ModeIPTables {
+				out = append(out, m)
+				continue
+			}
+			for _, b := range o.backends {
+				if b != scenarios.BackendLegacy && b != scenarios.BackendNFT {
+					return nil, badInput(fmt.Errorf("--iptables-backend %q: want legacy or nft", b))
+				}
+				if seen[b] {
+					continue
+				}
+				seen[b] = true
+				m2 := m
+				m2.Backend = b
+				m2.Name = scenarios.ModeIPTables + "-" + b
+				out = append(out, m2)
+			}
+		}
+		modes = out
+	}
+	if len(o.modes) == 0 {
+		return modes, nil
+	}
+	var out []scenarios.ModeSpec
+	for _, want := range o.modes {
+		found := false
+		for _, m := range modes {
+			if (m.Name == want || m.Mode == want) && !slices.ContainsFunc(out, func(x scenarios.ModeSpec) bool { return x.Name == m.Name }) {
+				out = append(out, m)
+				found = true
+			}
+		}
+		if !found {
+			names := make([]string, len(modes))
+			for i, m := range modes {
+				names[i] = m.Name
+			}
+			return nil, badInput(fmt.Errorf("--modes %s: the scenario has no such mode entry (it has %s)", want, strings.Join(names, ", ")))
+		}
+	}
+	return out, nil
+}
+
+// runMode runs one mode entry in its own node process, then, when the
+// scenario churns or asks for it, the after-churn oracle.
+func runMode(ctx context.Context, stderr io.Writer, s *scenarios.Scenario, file string, data []byte, m scenarios.ModeSpec, runID, dir string) reports.ModeResult {
+	in := nodeInput{ScenarioFile: file, ScenarioYAML: data, Mode: m.Name, OutDir: dir}
+	mr := startNode(ctx, stderr, s, in, m, runID, dir, m.Name+".node.log")
+	if mr.Error == "" && wantsOracle(s) && ctx.Err() == nil {
+		o := runOracleMode(ctx, stderr, s, file, data, m, runID, dir)
+		mr.Oracle = &o
+	}
+	return mr
+}
+
+// wantsOracle: the oracle runs when the scenario churns (the case it
+// exists for) or expects it.
+func wantsOracle(s *scenarios.Scenario) bool {
+	if s.Spec.Expectations.Oracle != "" {
+		return true
+	}
+	for _, st := range s.Spec.Steps {
+		if st.Churn != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// startNode runs one node process with input in and returns its result.
+func startNode(ctx context.Context, stderr io.Writer, s *scenarios.Scenario, in nodeInput, m scenarios.ModeSpec, runID, dir, logName string) reports.ModeResult {
+	fail := func(err error) reports.ModeResult {
+		return reports.ModeResult{Name: m.Name, Mode: m.Mode, Backend: m.Backend, Error: err.Error()}
+	}
+	logPath := filepath.Join(dir, logName)
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return fail(fmt.Errorf("creating node log: %w", err))
+	}
+	defer logFile.Close()
+
+	nodeIP := netip.MustParseAddr(s.Spec.Cluster.Node.IP)
+	lb, _ := netip.ParsePrefix(s.Spec.Cluster.LoadBalancerCIDR)
+	started := time.Now()
+	p, err := netns.StartNode(ctx, netns.NodeOptions{
+		Name: nodeMainName,
+		Config: netns.NodeConfig{
+			RunID:          runID,
+			NodeIP:         netip.PrefixFrom(nodeIP, 24),
+			ExternalRoutes: []netip.Prefix{lb},
+		},
+		Stdout: logFile,
+		Stderr: logFile,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if err := p.Send(in); err != nil {
+		_ = p.Kill()
+		return fail(err)
+	}
+	go func() {
+		for ev := range p.Events() {
+			if ev.Kind == eventStep {
+				var st struct {
+					Step      string `json:"step"`
+					Index, Of int
+				}
+				if ev.Decode(&st) == nil {
+					fmt.Fprintf(stderr, "%s: %s: step %d/%d %s\n", m.Name, time.Since(started).Round(time.Millisecond), st.Index+1, st.Of, st.Step)
+				}
+			}
+		}
+	}()
+	nr, waitErr := p.Wait()
+	var mr reports.ModeResult
+	if nr != nil && len(nr.Data) > 0 {
+		if err := nr.Decode(&mr); err != nil {
+			return fail(fmt.Errorf("decoding the node's result: %w", err))
+		}
+	} else {
+		mr = fail(fmt.Errorf("%w (node log: %s)", waitErr, logPath))
+	}
+	if mr.Error == "" && waitErr != nil {
+		mr.Error = waitErr.Error()
+	}
+	fmt.Fprintf(stderr, "%s: node done in %s (log: %s)\n", m.Name, time.Since(started).Round(time.Millisecond), logPath)
+	return mr
+}
+
+func hostCheck(before *netns.HostSnapshot, snapErr error) reports.HostCheck {
+	if snapErr != nil {
+		return reports.HostCheck{Error: "snapshot before the run: " + snapErr.Error()}
+	}
+	after, err := netns.TakeHostSnapshot()
+	if err != nil {
+		return reports.HostCheck{Error: "snapshot after the run: " + err.Error()}
+	}
+	diff := netns.Diff(before, after)
+	return reports.HostCheck{Checked: true, Unchanged: diff == "", Diff: diff}
+}

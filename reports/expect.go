@@ -1,0 +1,156 @@
+package reports
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/kpsim/kpsim/scenarios"
+)
+
+// CheckExpectations evaluates a scenario's thresholds against a result and
+// returns one entry per threshold and mode. A threshold that cannot be
+// evaluated (the mode failed, or kpsim cannot measure it yet) fails, with
+// the reason: an unchecked threshold must never look met.
+func CheckExpectations(s *scenarios.Scenario, r *Result) []Expectation {
+	exp := s.Spec.Expectations
+	var out []Expectation
+	for i := range r.Modes {
+		m := &r.Modes[i]
+		if m.Skipped != "" {
+			continue
+		}
+		usable := m.Error == ""
+		if d := exp.FirstSync; d != nil {
+			e := Expectation{Name: "firstSync", Mode: m.Name, Want: "<= " + d.String()}
+			if first := m.FirstSync(); first != nil {
+				e = durationAtMost(e, first.Seconds, d.Duration)
+			} else {
+				e.Got, e.Detail = "none", "no sync was recorded"
+			}
+			out = append(out, e)
+		}
+		if d := exp.SyncP99; d != nil {
+			e := Expectation{Name: "syncP99", Mode: m.Name, Want: "<= " + d.String()}
+			if xs := m.SyncSeconds(nil); len(xs) > 0 {
+				e = durationAtMost(e, Summarize(xs).P99, d.Duration)
+			} else {
+				e.Got, e.Detail = "none", "no sync was recorded"
+			}
+			out = append(out, e)
+		}
+		if d := exp.NetworkProgrammingLatencyP99; d != nil {
+			// kube-proxy's histogram gives a sum per poll, not samples, so
+			// its p99 is not known exactly; the end-to-end measurement
+			// that gives samples is not built yet.
+			out = append(out, Expectation{Name: "networkProgrammingLatencyP99", Mode: m.Name, Want: "<= " + d.String(), Got: "not measured",
+				Detail: "the end-to-end network programming latency measurement is not built yet"})
+		}
+		for _, re := range exp.Rules {
+			if re.Mode != m.Name && re.Mode != m.Mode {
+				continue
+			}
+			e := Expectation{Name: "rules " + re.Count + " at " + re.At, Mode: m.Name, Want: ruleWant(re)}
+			counts := m.Rules
+			if re.At == scenarios.RulesAtFirstSync {
+				counts = m.RulesAfterFirstSync
+			}
+			got, ok := counts[re.Count]
+			switch {
+			case !ok:
+				e.Got, e.Detail = "not counted", "the dataplane reader gave no "+re.Count+" count"
+			default:
+				e.Got = fmt.Sprint(got)
+				e.Passed = (re.Equals == nil || got == *re.Equals) && (re.Min == nil || got >= *re.Min) && (re.Max == nil || got <= *re.Max)
+				if !e.Passed {
+					e.Detail = ruleMiss(re, got)
+				}
+			}
+			out = append(out, e)
+		}
+		if exp.Distribution == "pass" {
+			out = append(out, Expectation{Name: "distribution", Mode: m.Name, Want: "pass", Got: "not measured",
+				Detail: "the distribution test is not built yet"})
+		}
+		if exp.Oracle == "equal" {
+			e := Expectation{Name: "oracle", Mode: m.Name, Want: "equal"}
+			switch o := m.Oracle; {
+			case o == nil:
+				e.Got, e.Detail = "not run", "the oracle did not run"
+			case !o.Checked:
+				e.Got, e.Detail = "not checked", o.Error
+			case o.Equal:
+				e.Got, e.Passed = fmt.Sprintf("equal (%d lines)", o.Lines), true
+			default:
+				e.Got, e.Detail = "different", o.Diff
+			}
+			out = append(out, e)
+		}
+		if !usable {
+			for j := range out {
+				if out[j].Mode == m.Name && out[j].Passed {
+					continue
+				}
+				if out[j].Mode == m.Name && out[j].Detail == "" {
+					out[j].Detail = "the mode failed: " + m.Error
+				}
+			}
+		}
+	}
+	if exp.HostUnchanged == nil || *exp.HostUnchanged {
+		e := Expectation{Name: "hostUnchanged", Want: "unchanged"}
+		switch {
+		case !r.Host.Checked:
+			e.Got, e.Detail = "not checked", r.Host.Error
+		case r.Host.Unchanged:
+			e.Got, e.Passed = "unchanged", true
+		default:
+			e.Got, e.Detail = "changed", r.Host.Diff
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func durationAtMost(e Expectation, gotSeconds float64, limit time.Duration) Expectation {
+	got := time.Duration(gotSeconds * float64(time.Second))
+	e.Got = got.Round(time.Microsecond).String()
+	e.Passed = got <= limit
+	if !e.Passed {
+		e.Detail = fmt.Sprintf("over by %s (%.0f%%)", (got - limit).Round(time.Microsecond), 100*float64(got-limit)/float64(limit))
+	}
+	return e
+}
+
+func ruleWant(re scenarios.RuleExpectation) string {
+	switch {
+	case re.Equals != nil:
+		return fmt.Sprintf("= %d", *re.Equals)
+	case re.Min != nil && re.Max != nil:
+		return fmt.Sprintf("%d..%d", *re.Min, *re.Max)
+	case re.Min != nil:
+		return fmt.Sprintf(">= %d", *re.Min)
+	default:
+		return fmt.Sprintf("<= %d", *re.Max)
+	}
+}
+
+func ruleMiss(re scenarios.RuleExpectation, got int) string {
+	switch {
+	case re.Equals != nil:
+		return fmt.Sprintf("off by %+d", got-*re.Equals)
+	case re.Min != nil && got < *re.Min:
+		return fmt.Sprintf("%d short of the minimum", *re.Min-got)
+	default:
+		return fmt.Sprintf("%d over the maximum", got-*re.Max)
+	}
+}
+
+// AllPassed reports whether every expectation passed.
+func AllPassed(es []Expectation) bool {
+	for _, e := range es {
+		if !e.Passed {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,260 @@
+package reports
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+)
+
+// SchemaVersion names the result format. Readers refuse other versions, so
+// the format can change under a new name without old files being misread.
+const SchemaVersion = "kpsim.dev/result/v1alpha1"
+
+// Result is everything one `kpsim run` measured: one entry per mode, the
+// environment it ran in, the host check and the expectations verdict. It
+// is written as result.json and is the only input of reports.
+type Result struct {
+	SchemaVersion string `json:"schemaVersion"`
+	// RunID names the run; its directory is results/<RunID> by default.
+	RunID string `json:"runID"`
+	// Scenario identifies what ran.
+	Scenario ScenarioInfo `json:"scenario"`
+	// Environment is where it ran.
+	Environment Environment `json:"environment"`
+	Started     time.Time   `json:"started"`
+	Finished    time.Time   `json:"finished"`
+	// Modes holds one result per mode entry, in scenario order.
+	Modes []ModeResult `json:"modes"`
+	// Host is the before/after check of the host namespace.
+	Host HostCheck `json:"host"`
+	// Expectations are the scenario's thresholds and whether each was met.
+	Expectations []Expectation `json:"expectations"`
+	// Passed is true when every mode ran and every expectation was met.
+	Passed bool `json:"passed"`
+}
+
+// ScenarioInfo identifies a scenario file.
+type ScenarioInfo struct {
+	Name   string `json:"name"`
+	File   string `json:"file"`
+	Seed   int64  `json:"seed"`
+	SHA256 string `json:"sha256"`
+}
+
+// Environment is the machine a run measured. Timings are only comparable
+// between runs with the same environment.
+type Environment struct {
+	KernelRelease string `json:"kernelRelease"`
+	// Kernel is "host" (the machine's own kernel) or "vm".
+	Kernel string `json:"kernel"`
+	CPUs   int    `json:"cpus"`
+	// KubeProxyVersion is the k8s.io/kubernetes module the proxiers came
+	// from.
+	KubeProxyVersion string `json:"kubeProxyVersion"`
+	GoVersion        string `json:"goVersion"`
+}
+
+// HostCheck is the host guard's verdict.
+type HostCheck struct {
+	// Checked is false when the snapshot could not be taken (Error says
+	// why).
+	Checked   bool   `json:"checked"`
+	Unchanged bool   `json:"unchanged"`
+	Diff      string `json:"diff,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+// ModeResult is one mode entry's run in its own node process.
+type ModeResult struct {
+	// Name is the scenario's mode entry name, e.g. iptables-legacy.
+	Name    string `json:"name"`
+	Mode    string `json:"mode"`
+	Backend string `json:"backend,omitempty"`
+	// Binaries maps the programs the proxier ran to the files they
+	// resolved to in the node.
+	Binaries map[string]string `json:"binaries,omitempty"`
+	// Error is set when the node process failed; the other fields hold
+	// what was measured before.
+	Error string `json:"error,omitempty"`
+	// Skipped says why the mode did not run on this machine.
+	Skipped string `json:"skipped,omitempty"`
+
+	Steps []StepResult `json:"steps"`
+	// Syncs is every sync of the proxier, in order.
+	Syncs []Sync `json:"syncs"`
+	// KubeProxyTotals are kube-proxy's own histogram counts and sums at
+	// the end, against which Syncs can be checked.
+	KubeProxyTotals Totals `json:"kubeProxyTotals"`
+	// NetworkProgramming is kube-proxy's network programming latency
+	// histogram: observations and their sum.
+	NetworkProgramming ProgrammingLatency `json:"networkProgramming"`
+	// Rules are dataplane counts after the first sync and at the end,
+	// keyed like the scenario's rule expectations (iptables/nat, ...).
+	RulesAfterFirstSync map[string]int `json:"rulesAfterFirstSync,omitempty"`
+	Rules               map[string]int `json:"rules,omitempty"`
+	// Dumps are the raw dataplane dumps saved in the run directory.
+	Dumps []string `json:"dumps,omitempty"`
+	// Probes are the probe steps' results, one per Service and port.
+	Probes []Probe `json:"probes,omitempty"`
+	// Resources of the node process.
+	Resources Resources `json:"resources"`
+	// KernelCalls sums the proxier's calls into its iptables interface
+	// (utiliptables, wrapped and timed per call) by method: where a sync's
+	// time goes. Empty in nftables mode, whose interface upstream creates
+	// internally.
+	KernelCalls map[string]CallStats `json:"kernelCalls,omitempty"`
+	// Oracle compares the final dataplane with a fresh proxier's.
+	Oracle *Oracle `json:"oracle,omitempty"`
+}
+
+// Oracle is the after-churn check: the dataplane the proxier reached
+// through the run, normalized, against what a fresh proxier of the same
+// mode built from the final API state in one full sync (in a second node
+// process).
+type Oracle struct {
+	// Checked is false when the comparison could not be made (Error).
+	Checked bool `json:"checked"`
+	Equal   bool `json:"equal"`
+	// Diff is "-" lines only the fresh proxier wrote, "+" lines only the
+	// churned one has.
+	Diff  string `json:"diff,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Lines is the size of the compared normalized dump.
+	Lines int `json:"lines"`
+	// Files are the two normalized dumps compared, in the run directory.
+	Files []string `json:"files,omitempty"`
+}
+
+// StepResult is one scenario step in one mode.
+type StepResult struct {
+	Name   string    `json:"name"`
+	Action string    `json:"action"`
+	Start  time.Time `json:"start"`
+	End    time.Time `json:"end"`
+	Error  string    `json:"error,omitempty"`
+	// Mutations and Skipped count a churn step's API mutations.
+	Mutations int `json:"mutations,omitempty"`
+	Skipped   int `json:"skipped,omitempty"`
+	// SyncSeconds is, for a sync step, how long the proxier took to
+	// catch up (from the step's start).
+	SyncSeconds float64 `json:"syncSeconds,omitempty"`
+}
+
+// Sync is one proxier sync, from kube-proxy's own histogram: Seconds is
+// exact, Start and End are bounds set by polling.
+type Sync struct {
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end"`
+	Seconds float64   `json:"seconds"`
+	Full    bool      `json:"full"`
+	// Merged > 1 when several syncs ended between two polls; Seconds is
+	// then their sum.
+	Merged    int  `json:"merged"`
+	Succeeded bool `json:"succeeded"`
+}
+
+// Totals are kube-proxy's histogram counts and sums.
+type Totals struct {
+	SyncCount      uint64  `json:"syncCount"`
+	SyncSeconds    float64 `json:"syncSeconds"`
+	FullCount      uint64  `json:"fullCount"`
+	FullSeconds    float64 `json:"fullSeconds"`
+	PartialCount   uint64  `json:"partialCount"`
+	PartialSeconds float64 `json:"partialSeconds"`
+}
+
+// ProgrammingLatency summarises kube-proxy's
+// network_programming_duration_seconds histogram: it holds only a count
+// and a sum per poll, so only the mean is exact.
+type ProgrammingLatency struct {
+	Count       uint64  `json:"count"`
+	SumSeconds  float64 `json:"sumSeconds"`
+	MeanSeconds float64 `json:"meanSeconds"`
+}
+
+// Probe is one probe of one Service port.
+type Probe struct {
+	Step     string `json:"step"`
+	Service  string `json:"service"`
+	Port     string `json:"port"`
+	Protocol string `json:"protocol"`
+	From     string `json:"from"`
+	Target   string `json:"target"`
+	Sent     int    `json:"sent"`
+	OK       int    `json:"ok"`
+	// Failures by kind (timeout, refused, ...).
+	Failures map[string]int `json:"failures,omitempty"`
+	// Endpoints counts replies per endpoint address:port that answered.
+	Endpoints map[string]int `json:"endpoints"`
+	// Expected are the Service's endpoints (address:targetPort) that can
+	// receive traffic; Stray counts replies from anything else.
+	Expected []string `json:"expected"`
+	Stray    int      `json:"stray"`
+	// SourcePreserved counts replies whose source, as the pod saw it, was
+	// the client's own address.
+	SourcePreserved int     `json:"sourcePreserved"`
+	Seconds         float64 `json:"seconds"`
+}
+
+// Resources of a node process, from getrusage(2).
+type Resources struct {
+	// CPUSeconds is user+system CPU time of the node process itself.
+	CPUSeconds float64 `json:"cpuSeconds"`
+	// ChildCPUSeconds is that of the programs it ran and waited for
+	// (iptables-restore, nft, ...).
+	ChildCPUSeconds float64 `json:"childCPUSeconds"`
+	// MaxRSSBytes is the node process's peak resident set size.
+	MaxRSSBytes int64 `json:"maxRSSBytes"`
+}
+
+// CallStats sums the calls of one method.
+type CallStats struct {
+	Count   int     `json:"count"`
+	Seconds float64 `json:"seconds"`
+	// Bytes is the input of restores and the output of saves.
+	Bytes  int `json:"bytes"`
+	Errors int `json:"errors"`
+}
+
+// Expectation is one threshold of the scenario and its outcome.
+type Expectation struct {
+	// Name says what was checked, e.g. "syncP99" or "rules iptables/nat".
+	Name string `json:"name"`
+	// Mode is the mode entry it applied to ("" for run-wide ones).
+	Mode string `json:"mode,omitempty"`
+	// Want is the threshold, Got what was measured, both as text.
+	Want   string `json:"want"`
+	Got    string `json:"got"`
+	Passed bool   `json:"passed"`
+	// Detail says by how much it missed, or why it could not be checked.
+	Detail string `json:"detail,omitempty"`
+}
+
+// WriteFile writes r as indented JSON.
+func (r *Result) WriteFile(path string) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding result: %w", err)
+	}
+	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing result: %w", err)
+	}
+	return nil
+}
+
+// ReadFile reads a result.json, refusing other schema versions.
+func ReadFile(path string) (*Result, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading result: %w", err)
+	}
+	var r Result
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%s: decoding result: %w", path, err)
+	}
+	if r.SchemaVersion != SchemaVersion {
+		return nil, fmt.Errorf("%s: result schema %q, this kpsim reads %q", path, r.SchemaVersion, SchemaVersion)
+	}
+	return &r, nil
+}

@@ -1,0 +1,144 @@
+package reports
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/tw"
+)
+
+// WriteSummary prints a run's environment, one row per mode and the
+// expectations, then says how every column was obtained.
+func WriteSummary(w io.Writer, r *Result) error {
+	env := r.Environment
+	fmt.Fprintf(w, "run %s: scenario %s (%s, seed %d)\n", r.RunID, r.Scenario.Name, r.Scenario.File, r.Scenario.Seed)
+	fmt.Fprintf(w, "kernel %s (%s), %d CPUs, kube-proxy %s, %s\n\n", env.KernelRelease, env.Kernel, env.CPUs, env.KubeProxyVersion, env.GoVersion)
+
+	t := newTable(w)
+	t.Header([]string{"mode", "first sync", "syncs (full/partial)", "p50", "p90", "p99", "max", "prog. latency mean (n)", "rules", "probes ok/sent (stray)", "cpu", "max rss"})
+	for i := range r.Modes {
+		m := &r.Modes[i]
+		if m.Skipped != "" {
+			_ = t.Append([]string{m.Name, "skipped: " + m.Skipped, "", "", "", "", "", "", "", "", "", ""})
+			continue
+		}
+		row := []string{m.Name}
+		if m.Error != "" {
+			row[0] += " (FAILED)"
+		}
+		first := "-"
+		if f := m.FirstSync(); f != nil {
+			first = seconds(f.Seconds)
+		}
+		full, partial := true, false
+		sm := Summarize(m.SyncSeconds(nil))
+		row = append(row, first,
+			fmt.Sprintf("%d (%d/%d)", sm.Count, len(m.SyncSeconds(&full)), len(m.SyncSeconds(&partial))),
+			seconds(sm.P50), seconds(sm.P90), seconds(sm.P99), seconds(sm.Max))
+		np := "-"
+		if m.NetworkProgramming.Count > 0 {
+			np = fmt.Sprintf("%s (%d)", seconds(m.NetworkProgramming.MeanSeconds), m.NetworkProgramming.Count)
+		}
+		row = append(row, np, headlineRules(m.Rules))
+		sent, ok, stray := 0, 0, 0
+		for _, p := range m.Probes {
+			sent += p.Sent
+			ok += p.OK
+			stray += p.Stray
+		}
+		probes := "-"
+		if sent > 0 {
+			probes = fmt.Sprintf("%d/%d (%d)", ok, sent, stray)
+		}
+		row = append(row, probes, fmt.Sprintf("%.1fs", m.Resources.CPUSeconds+m.Resources.ChildCPUSeconds), fmt.Sprintf("%d MB", m.Resources.MaxRSSBytes>>20))
+		_ = t.Append(row)
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	for _, m := range r.Modes {
+		if m.Error != "" {
+			fmt.Fprintf(w, "%s failed: %s\n", m.Name, m.Error)
+		}
+	}
+
+	if len(r.Expectations) > 0 {
+		fmt.Fprintln(w)
+		et := newTable(w)
+		et.Header([]string{"expectation", "mode", "want", "got", "verdict", "detail"})
+		for _, e := range r.Expectations {
+			verdict := "MISSED"
+			if e.Passed {
+				verdict = "ok"
+			}
+			_ = et.Append([]string{e.Name, e.Mode, e.Want, e.Got, verdict, firstLine(e.Detail)})
+		}
+		if err := et.Render(); err != nil {
+			return err
+		}
+	}
+	if r.Host.Checked && !r.Host.Unchanged {
+		fmt.Fprintf(w, "\nTHE HOST CHANGED during the run:\n%s\n", r.Host.Diff)
+	}
+
+	fmt.Fprint(w, `
+How these were obtained:
+  syncs, first sync, p50..max: every sync's exact duration, the change of kube-proxy's own
+    kubeproxy_sync_proxy_rules_duration_seconds histogram sum between polls 5 ms apart (full vs partial
+    from the sync_full/sync_partial histograms); quantiles are `+SummaryMethod+`.
+  prog. latency: kube-proxy's kubeproxy_network_programming_duration_seconds histogram (sum / count),
+    fed by the last-change-trigger-time annotation kpsim stamps on every EndpointSlice write.
+  rules: counted from iptables-save / nft -j list ruleset in the node namespace at the end of the run;
+    the raw dumps are saved beside result.json.
+  probes: real connections from a fake client pod through the node's kernel; stray = replies from an
+    address that is not one of the Service's endpoints.
+  cpu, max rss: getrusage(2) of the node process (cpu includes the programs it ran, e.g. iptables-restore).
+`)
+	return nil
+}
+
+// headlineRules shows the count a reader of this mode cares about most.
+func headlineRules(rules map[string]int) string {
+	for _, k := range []string{"iptables/nat", "nftables/rules", "ipvs/realServers"} {
+		if v, ok := rules[k]; ok {
+			return fmt.Sprintf("%d %s", v, k)
+		}
+	}
+	keys := make([]string, 0, len(rules))
+	for k := range rules {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if len(keys) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d %s", rules[keys[0]], keys[0])
+}
+
+func seconds(s float64) string {
+	if s == 0 {
+		return "-"
+	}
+	d := time.Duration(s * float64(time.Second))
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(time.Microsecond).String()
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// newTable is a terminal table whose headers are printed as written.
+func newTable(w io.Writer) *tablewriter.Table {
+	return tablewriter.NewTable(w, tablewriter.WithHeaderAutoFormat(tw.Off))
+}
