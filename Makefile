@@ -32,6 +32,12 @@ test: deps
 	$(GO) test -count=1 -timeout 25m ./...
 	$(GO) build -o $(BIN) ./cmd/kpsim
 	./$(BIN) validate scenarios/*.yaml
+	@if [ "$(IS_ROOT)" = yes ]; then \
+		echo "kpsim run scenarios/smoke.yaml (real kernel, every mode this machine can run)"; \
+		./$(BIN) run scenarios/smoke.yaml --out results/test-smoke; \
+	else \
+		echo "skipping kpsim run scenarios/smoke.yaml: needs root to create network namespaces"; \
+	fi
 
 test-unit: go-deps
 	$(GO) test -count=1 -short ./...

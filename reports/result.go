@@ -89,6 +89,10 @@ type ModeResult struct {
 	// NetworkProgramming is kube-proxy's network programming latency
 	// histogram: observations and their sum.
 	NetworkProgramming ProgrammingLatency `json:"networkProgramming"`
+	// EndToEnd is kpsim's own network programming latency: sampled
+	// mutations, from the API write until real connections reach a new
+	// endpoint or stop reaching a removed one.
+	EndToEnd []LatencySample `json:"endToEnd,omitempty"`
 	// Rules are dataplane counts after the first sync and at the end,
 	// keyed like the scenario's rule expectations (iptables/nat, ...).
 	RulesAfterFirstSync map[string]int `json:"rulesAfterFirstSync,omitempty"`
@@ -206,6 +210,43 @@ type Resources struct {
 	ChildCPUSeconds float64 `json:"childCPUSeconds"`
 	// MaxRSSBytes is the node process's peak resident set size.
 	MaxRSSBytes int64 `json:"maxRSSBytes"`
+}
+
+// LatencySample is one end-to-end network programming measurement.
+type LatencySample struct {
+	Mutation int    `json:"mutation"`
+	Action   string `json:"action"`
+	Service  string `json:"service"`
+	// Endpoint is the address:port that appeared (Appear) or went away.
+	Endpoint string `json:"endpoint"`
+	Appear   bool   `json:"appear"`
+	// Written is the change's trigger time (just before the API write).
+	Written time.Time `json:"written"`
+	// Observed is when probes first reached the new endpoint (the end of
+	// that probe batch) or the start of the run of probes that no longer
+	// reached the removed one.
+	Observed time.Time `json:"observed"`
+	// Seconds is Observed - Written; ResolutionSeconds the length of the
+	// probe batch that decided it.
+	Seconds           float64 `json:"seconds"`
+	ResolutionSeconds float64 `json:"resolutionSeconds"`
+	// Probes is how many connections the measurement made.
+	Probes int `json:"probes"`
+	// Superseded is the mutation that changed the endpoint again before
+	// the change was seen; such a sample has no latency.
+	Superseded int    `json:"superseded,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+// EndToEndSeconds returns the successful end-to-end samples' latencies.
+func (m *ModeResult) EndToEndSeconds() []float64 {
+	var xs []float64
+	for _, s := range m.EndToEnd {
+		if s.Error == "" && s.Superseded == 0 {
+			xs = append(xs, s.Seconds)
+		}
+	}
+	return xs
 }
 
 // CallStats sums the calls of one method.

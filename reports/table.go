@@ -19,11 +19,11 @@ func WriteSummary(w io.Writer, r *Result) error {
 	fmt.Fprintf(w, "kernel %s (%s), %d CPUs, kube-proxy %s, %s\n\n", env.KernelRelease, env.Kernel, env.CPUs, env.KubeProxyVersion, env.GoVersion)
 
 	t := newTable(w)
-	t.Header([]string{"mode", "first sync", "syncs (full/partial)", "p50", "p90", "p99", "max", "prog. latency mean (n)", "rules", "probes ok/sent (stray)", "cpu", "max rss"})
+	t.Header([]string{"mode", "first sync", "syncs (full/partial)", "p50", "p90", "p99", "max", "prog. latency: kube-proxy mean (n)", "end-to-end p50/p99 (n)", "rules", "probes ok/sent (stray)", "cpu", "max rss"})
 	for i := range r.Modes {
 		m := &r.Modes[i]
 		if m.Skipped != "" {
-			_ = t.Append([]string{m.Name, "skipped: " + m.Skipped, "", "", "", "", "", "", "", "", "", ""})
+			_ = t.Append([]string{m.Name, "skipped: " + m.Skipped, "", "", "", "", "", "", "", "", "", "", ""})
 			continue
 		}
 		row := []string{m.Name}
@@ -43,7 +43,12 @@ func WriteSummary(w io.Writer, r *Result) error {
 		if m.NetworkProgramming.Count > 0 {
 			np = fmt.Sprintf("%s (%d)", seconds(m.NetworkProgramming.MeanSeconds), m.NetworkProgramming.Count)
 		}
-		row = append(row, np, headlineRules(m.Rules))
+		e2e := "-"
+		if xs := m.EndToEndSeconds(); len(xs) > 0 {
+			es := Summarize(xs)
+			e2e = fmt.Sprintf("%s/%s (%d)", seconds(es.P50), seconds(es.P99), es.Count)
+		}
+		row = append(row, np, e2e, headlineRules(m.Rules))
 		sent, ok, stray := 0, 0, 0
 		for _, p := range m.Probes {
 			sent += p.Sent
@@ -90,8 +95,12 @@ How these were obtained:
   syncs, first sync, p50..max: every sync's exact duration, the change of kube-proxy's own
     kubeproxy_sync_proxy_rules_duration_seconds histogram sum between polls 5 ms apart (full vs partial
     from the sync_full/sync_partial histograms); quantiles are `+SummaryMethod+`.
-  prog. latency: kube-proxy's kubeproxy_network_programming_duration_seconds histogram (sum / count),
+  prog. latency, kube-proxy: its kubeproxy_network_programming_duration_seconds histogram (sum / count),
     fed by the last-change-trigger-time annotation kpsim stamps on every EndpointSlice write.
+  prog. latency, end to end: for up to 10 sampled mutations per churn step, the time from that trigger
+    time until real connections to the ClusterIP first reach a new ready endpoint, or stop reaching a
+    flapped one (absent from enough consecutive probes to be seen with probability 0.999 if present);
+    resolution one probe batch (about 2-3 ms), in result.json per sample.
   rules: counted from iptables-save / nft -j list ruleset in the node namespace at the end of the run;
     the raw dumps are saved beside result.json.
   probes: real connections from a fake client pod through the node's kernel; stray = replies from an

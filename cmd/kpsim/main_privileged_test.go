@@ -79,6 +79,16 @@ func TestPrivilegedRunEndToEnd(t *testing.T) {
 			if n < 2 || !m.Syncs[0].Full {
 				t.Errorf("want a full first sync and later syncs, got %+v", m.Syncs)
 			}
+			// End to end: the new pods of the rolling update and scale-up
+			// were reached through the ClusterIP, each timed.
+			if xs := m.EndToEndSeconds(); len(xs) == 0 {
+				t.Errorf("no end-to-end latency samples: %+v", m.EndToEnd)
+			}
+			for _, s := range m.EndToEnd {
+				if s.Error != "" || (s.Superseded == 0 && (s.Seconds <= 0 || s.Probes == 0 || !s.Appear)) {
+					t.Errorf("end-to-end sample %+v", s)
+				}
+			}
 			if m.NetworkProgramming.Count == 0 {
 				t.Errorf("no network programming latency observed although churn stamped trigger times")
 			}

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
-	"strings"
 	"syscall"
 	"time"
 
@@ -101,7 +100,10 @@ type node struct {
 	engine  *sim.Engine
 	// lastWrite is when the last API write of a churn step returned.
 	lastWrite time.Time
-	synced    bool
+	// latency measures the current churn step's sampled mutations.
+	latency *latencyProbe
+	ctx     context.Context
+	synced  bool
 }
 
 func (n *node) run(ctx context.Context) error {
@@ -179,7 +181,12 @@ func (n *node) step(ctx context.Context, i int, st scenarios.Step, sr *reports.S
 			n.res.RulesAfterFirstSync = counts
 		}
 	case st.Churn != nil:
+		n.ctx = ctx
+		n.latency = &latencyProbe{every: sampleEvery(st.Churn)}
 		muts, err := n.engine.Run(ctx, *st.Churn)
+		// The measurements end once the proxier caught up (or time out).
+		n.res.EndToEnd = append(n.res.EndToEnd, n.latency.wait()...)
+		n.latency = nil
 		for _, m := range muts {
 			if m.Skipped != "" {
 				sr.Skipped++
@@ -231,6 +238,10 @@ func (n *node) waitSynced(ctx context.Context, timeout time.Duration) error {
 
 // onMutation keeps the fake pods in step with the API: a new pod address
 // answers, a removed one stops.
+//
+// A removed endpoint's address stays: its pod keeps answering, as a
+// terminating pod does, so traffic a lagging proxier still sends there is
+// seen (as stray replies) instead of lost.
 func (n *node) onMutation(m sim.Mutation) {
 	n.lastWrite = m.End
 	if len(m.Added) > 0 {
@@ -238,11 +249,7 @@ func (n *node) onMutation(m sim.Mutation) {
 			klog.Background().Error(err, "adding endpoint addresses")
 		}
 	}
-	if len(m.Removed) > 0 {
-		if err := n.pods.RemoveEndpoints(m.Removed); err != nil {
-			klog.Background().Error(err, "removing endpoint addresses")
-		}
-	}
+	n.considerLatency(n.ctx, m)
 }
 
 // startPods creates the fake pods: every endpoint address of the model,
@@ -285,7 +292,7 @@ func (n *node) startPods() error {
 	addrs = slices.Compact(addrs)
 	var np []netns.Port
 	for p := range ports {
-		np = append(np, netns.Port{Port: uint16(p.port), Protocol: netns.Protocol(strings.ToLower(string(p.proto)))})
+		np = append(np, netns.Port{Port: uint16(p.port), Protocol: netns.Protocol(lower(string(p.proto)))})
 	}
 	sort.Slice(np, func(i, j int) bool {
 		return np[i].Port < np[j].Port || (np[i].Port == np[j].Port && np[i].Protocol < np[j].Protocol)
@@ -343,7 +350,7 @@ func (n *node) probe(ctx context.Context, index int, st scenarios.Step) error {
 			if !ok {
 				continue
 			}
-			spec := netns.ProbeSpec{From: from, Target: target, Protocol: netns.Protocol(strings.ToLower(string(port.Protocol))), Count: count}
+			spec := netns.ProbeSpec{From: from, Target: target, Protocol: netns.Protocol(lower(string(port.Protocol))), Count: count}
 			r, err := n.pods.Probe(ctx, spec)
 			if err != nil {
 				return fmt.Errorf("probing %s port %s: %w", svc.Key(), port.Name, err)
