@@ -3,7 +3,6 @@ package proxier
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -37,23 +36,10 @@ func runKernelTimeNode(ctx context.Context, env *netns.NodeEnv) error {
 	}
 	objs, eps := testObjects(env.NodeIP)
 	client := fake.NewClientset(objs...)
-	cfg, err := DefaultConfiguration()
-	if err != nil {
-		return err
-	}
-	cfg.MinSyncPeriod.Duration = 100 * time.Millisecond
 	begin := time.Now()
-	p, err := Start(ctx, Options{
-		Mode: in.Mode, Backend: in.Backend, ToolsDir: "/run", Config: cfg, Client: client,
-		NodeName: testNodeName, NodeIP: net.IP(env.NodeIP.AsSlice()), ClusterCIDR: testClusterCIDR,
-	})
+	p, err := startTestProxier(ctx, env, in, client)
 	if err != nil {
 		return err
-	}
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if _, err := p.WaitForSync(wctx, begin); err != nil {
-		return fmt.Errorf("first sync: %w", err)
 	}
 	ip0 := testClusterIP(0)
 	slice := testSlice(0, append(eps[ip0], testEndpoint(0, testEndpoints)))
@@ -61,6 +47,8 @@ func runKernelTimeNode(ctx context.Context, env *netns.NodeEnv) error {
 		return err
 	}
 	out := kernelTimeOutput{Begin: begin}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	// Upstream v1.37.1 ends every sync it counts with exactly one
 	// RestoreAll (unless EnsureChain/EnsureRule fail first, which would
 	// show as a recorded error): wait until both sides agree.
@@ -89,24 +77,8 @@ func runKernelTimeNode(ctx context.Context, env *netns.NodeEnv) error {
 // kube-proxy's own sync measurements.
 func TestPrivilegedKernelCalls(t *testing.T) {
 	requireRoot(t, "iptables-legacy-restore", "iptables-legacy-save", "ip6tables-legacy-restore")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	node, err := netns.StartNode(ctx, netns.NodeOptions{Name: kernelTimeNodeMain})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = node.Kill(); _, _ = node.Wait() })
-	if err := node.Send(proxierInput{Mode: ModeIPTables, Backend: BackendLegacy}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := node.Wait()
-	if err != nil {
-		t.Fatalf("node: %v", err)
-	}
 	var out kernelTimeOutput
-	if err := res.Decode(&out); err != nil {
-		t.Fatal(err)
-	}
+	runTestNode(t, kernelTimeNodeMain, proxierInput{Mode: ModeIPTables, Backend: BackendLegacy}, &out)
 
 	if len(out.Calls) == 0 || out.Calls[0].Method != "Present" {
 		t.Fatalf("first call is not Start's Present check: %+v", out.Calls)

@@ -1,11 +1,16 @@
 package proxier
 
 import (
+	"context"
 	"flag"
+	"fmt"
 	"io"
+	"net"
 	"os"
 	"testing"
+	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/kpsim/kpsim/netns"
@@ -34,4 +39,51 @@ func quietKlog() {
 	_ = fs.Set("alsologtostderr", "false")
 	_ = fs.Set("stderrthreshold", "FATAL")
 	klog.SetOutput(io.Discard)
+}
+
+// startTestProxier starts the proxier of in's mode on client inside a
+// node, with the test conventions, and waits for its first sync.
+func startTestProxier(ctx context.Context, env *netns.NodeEnv, in proxierInput, client kubernetes.Interface) (*Proxier, error) {
+	cfg, err := DefaultConfiguration()
+	if err != nil {
+		return nil, err
+	}
+	cfg.MinSyncPeriod.Duration = 100 * time.Millisecond
+	begin := time.Now()
+	p, err := Start(ctx, Options{
+		Mode: in.Mode, Backend: in.Backend, ToolsDir: "/run", Config: cfg, Client: client,
+		NodeName: testNodeName, NodeIP: net.IP(env.NodeIP.AsSlice()), ClusterCIDR: testClusterCIDR,
+	})
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := p.WaitForSync(wctx, begin); err != nil {
+		return nil, fmt.Errorf("first sync: %w", err)
+	}
+	return p, nil
+}
+
+// runTestNode runs the registered node main with input in and decodes
+// its result into out.
+func runTestNode(t *testing.T, nodeMain string, in, out any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	p, err := netns.StartNode(ctx, netns.NodeOptions{Name: nodeMain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Kill(); _, _ = p.Wait() })
+	if err := p.Send(in); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Wait()
+	if err != nil {
+		t.Fatalf("node: %v", err)
+	}
+	if err := res.Decode(out); err != nil {
+		t.Fatal(err)
+	}
 }

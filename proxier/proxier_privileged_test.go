@@ -3,7 +3,6 @@ package proxier
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -111,23 +110,9 @@ func runProxierNode(ctx context.Context, env *netns.NodeEnv) error {
 	}
 	objs, eps := testObjects(env.NodeIP)
 	client := fake.NewClientset(objs...)
-	cfg, err := DefaultConfiguration()
+	p, err := startTestProxier(ctx, env, in, client)
 	if err != nil {
 		return err
-	}
-	cfg.MinSyncPeriod.Duration = 100 * time.Millisecond
-	begin := time.Now()
-	p, err := Start(ctx, Options{
-		Mode: in.Mode, Backend: in.Backend, ToolsDir: "/run", Config: cfg, Client: client,
-		NodeName: testNodeName, NodeIP: net.IP(env.NodeIP.AsSlice()), ClusterCIDR: testClusterCIDR,
-	})
-	if err != nil {
-		return err
-	}
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if _, err := p.WaitForSync(wctx, begin); err != nil {
-		return fmt.Errorf("first sync: %w", err)
 	}
 
 	// One change: a fourth endpoint for svc0, stamped for kube-proxy's
@@ -141,6 +126,8 @@ func runProxierNode(ctx context.Context, env *netns.NodeEnv) error {
 	}
 	// The stamped change is programmed when kube-proxy has observed its
 	// network programming latency and the sync that did it is recorded.
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	if err := wait.PollUntilContextCancel(wctx, pollInterval, true, func(context.Context) (bool, error) {
 		var n uint64
 		for _, s := range p.Syncs() {
@@ -230,24 +217,8 @@ func TestPrivilegedProxier(t *testing.T) {
 
 func runProxierTest(t *testing.T, in proxierInput) proxierOutput {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	p, err := netns.StartNode(ctx, netns.NodeOptions{Name: proxierNodeMain})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Kill(); _, _ = p.Wait() })
-	if err := p.Send(in); err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Wait()
-	if err != nil {
-		t.Fatalf("node: %v", err)
-	}
 	var out proxierOutput
-	if err := res.Decode(&out); err != nil {
-		t.Fatal(err)
-	}
+	runTestNode(t, proxierNodeMain, in, &out)
 	t.Logf("tools: %+v", out.Tools)
 	return out
 }

@@ -4,14 +4,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,23 +90,9 @@ func runRulesNode(ctx context.Context, env *netns.NodeEnv) error {
 	if err := env.Recv(&in); err != nil {
 		return err
 	}
-	cfg, err := DefaultConfiguration()
+	_, err := startTestProxier(ctx, env, in, fake.NewClientset(rulesObjects(env.NodeIP)...))
 	if err != nil {
 		return err
-	}
-	cfg.MinSyncPeriod.Duration = 100 * time.Millisecond
-	begin := time.Now()
-	p, err := Start(ctx, Options{
-		Mode: in.Mode, Backend: in.Backend, ToolsDir: "/run", Config: cfg, Client: fake.NewClientset(rulesObjects(env.NodeIP)...),
-		NodeName: testNodeName, NodeIP: net.IP(env.NodeIP.AsSlice()), ClusterCIDR: testClusterCIDR,
-	})
-	if err != nil {
-		return err
-	}
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if _, err := p.WaitForSync(wctx, begin); err != nil {
-		return fmt.Errorf("first sync: %w", err)
 	}
 	var out rulesOutput
 	var d Dump
@@ -142,32 +126,11 @@ func runRulesNode(ctx context.Context, env *netns.NodeEnv) error {
 
 func runRulesTest(t *testing.T, in proxierInput) rulesOutput {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	p, err := netns.StartNode(ctx, netns.NodeOptions{Name: rulesNodeMain})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Kill(); _, _ = p.Wait() })
-	if err := p.Send(in); err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Wait()
-	if err != nil {
-		t.Fatalf("node: %v", err)
-	}
 	var out rulesOutput
-	if err := res.Decode(&out); err != nil {
-		t.Fatal(err)
-	}
+	runTestNode(t, rulesNodeMain, in, &out)
 	return out
 }
 
-// TestPrivilegedRules runs each proxier twice, in two node processes, with
-// the same API state (4 Services with 11 endpoints, one without
-// endpoints), and checks the counts against the objects, the pure parsers
-// against the node's counts, and that the two normalized dataplanes are
-// equal (the correctness oracle's premise).
 func TestPrivilegedRules(t *testing.T) {
 	cases := []struct {
 		name     string
