@@ -12,7 +12,10 @@ BIN := bin/kpsim
 # The kube-proxy release under test; `make pin` rewrites go.mod for it.
 KUBE_VERSION ?= v1.37.1
 # Debian packages the privileged tests and runs need.
-DEB_PACKAGES := iptables nftables ipset conntrack iproute2
+# qemu-system-x86 and busybox-static run nodes in a VM (IPVS: the host kernel
+# may lack it); the VM boots a Debian kernel package fetched with apt-get
+# download, never installed.
+DEB_PACKAGES := iptables nftables ipset conntrack iproute2 qemu-system-x86 busybox-static
 FUZZTIME ?= 2m
 RUN_FLAGS ?=
 

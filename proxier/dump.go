@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 // Dump is a dataplane read by ReadIPTables or ReadNFTables.
@@ -109,12 +107,57 @@ func writeGzip(path string, data []byte) error {
 	return os.WriteFile(path, buf.Bytes(), 0o644)
 }
 
-// DiffNormalized compares two normalized dumps line by line and returns a
-// readable diff ("-" lines only in a, "+" lines only in b, runs of equal
-// lines elided), or "" when they are equal.
+// DiffNormalized compares two normalized dumps and returns a readable
+// difference, or "" when they are equal: "- line" for each line only in
+// a, "+ line" for each only in b (by count, so a duplicated rule shows),
+// at most maxDiffLines of them. When both hold the same lines in another
+// order (order matters: probability cascades), it names the first line
+// where they part.
 func DiffNormalized(a, b string) string {
 	if a == b {
 		return ""
 	}
-	return cmp.Diff(strings.Split(a, "\n"), strings.Split(b, "\n"))
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	count := map[string]int{}
+	for _, l := range al {
+		count[l]++
+	}
+	for _, l := range bl {
+		count[l]--
+	}
+	var out []string
+	more := 0
+	emit := func(sign string, lines []string) {
+		for _, l := range lines {
+			n := count[l]
+			if (sign == "-" && n > 0) || (sign == "+" && n < 0) {
+				if sign == "-" {
+					count[l]--
+				} else {
+					count[l]++
+				}
+				if len(out) < maxDiffLines {
+					out = append(out, sign+" "+l)
+				} else {
+					more++
+				}
+			}
+		}
+	}
+	emit("-", al)
+	emit("+", bl)
+	if len(out) == 0 {
+		for i := range min(len(al), len(bl)) {
+			if al[i] != bl[i] {
+				return fmt.Sprintf("same lines in another order; first difference at line %d:\n- %s\n+ %s", i+1, al[i], bl[i])
+			}
+		}
+	}
+	if more > 0 {
+		out = append(out, fmt.Sprintf("... and %d more lines", more))
+	}
+	return strings.Join(out, "\n")
 }
+
+// maxDiffLines bounds DiffNormalized's output.
+const maxDiffLines = 200

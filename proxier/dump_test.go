@@ -106,7 +106,17 @@ func TestDiffNormalized(t *testing.T) {
 	}
 	b := strings.Replace(a, "-A A -j Y", "-A A -j Z", 1)
 	d := DiffNormalized(a, b)
-	if !strings.Contains(d, "-A A -j Y") || !strings.Contains(d, "-A A -j Z") {
+	if !strings.Contains(d, "- -A A -j Y") || !strings.Contains(d, "+ -A A -j Z") {
 		t.Errorf("diff does not show the changed lines:\n%s", d)
+	}
+	// The same rules in another order differ (cascades are ordered).
+	swapped := "*nat\n:A -\n-A A -j Y\n-A A -j X\nCOMMIT\n"
+	if d := DiffNormalized(a, swapped); !strings.Contains(d, "another order") || !strings.Contains(d, "line 3") {
+		t.Errorf("reordered rules: %q", d)
+	}
+	// A duplicated rule shows.
+	dup := strings.Replace(a, "-A A -j Y\n", "-A A -j Y\n-A A -j Y\n", 1)
+	if d := DiffNormalized(a, dup); d != "+ -A A -j Y" {
+		t.Errorf("duplicated rule: %q", d)
 	}
 }

@@ -2,6 +2,7 @@ package reports
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/kpsim/kpsim/scenarios"
@@ -93,6 +94,9 @@ func CheckExpectations(s *scenarios.Scenario, r *Result) []Expectation {
 				e.Got, e.Detail = "not checked", o.Error
 			case o.Equal:
 				e.Got, e.Passed = fmt.Sprintf("equal (%d lines)", o.Lines), true
+				if o.Unreachable > 0 {
+					e.Detail = fmt.Sprintf("%d unreferenced chains left by partial syncs, not compared (e.g. %s)", o.Unreachable, strings.Join(o.UnreachableSample, ", "))
+				}
 			default:
 				e.Got, e.Detail = "different", o.Diff
 			}

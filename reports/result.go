@@ -126,6 +126,13 @@ type Oracle struct {
 	Error string `json:"error,omitempty"`
 	// Lines is the size of the compared normalized dump.
 	Lines int `json:"lines"`
+	// Unreachable counts iptables chains in the churned dataplane that
+	// nothing jumps to (kube-proxy leaves removed endpoints' chains after
+	// partial syncs and deletes them in a later full sync); they are not
+	// compared. UnreachableInFresh counts them in the fresh proxier's.
+	Unreachable        int      `json:"unreachable,omitempty"`
+	UnreachableSample  []string `json:"unreachableSample,omitempty"`
+	UnreachableInFresh int      `json:"unreachableInFresh,omitempty"`
 	// Files are the two normalized dumps compared, in the run directory.
 	Files []string `json:"files,omitempty"`
 }
