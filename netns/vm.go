@@ -1,0 +1,745 @@
+package netns
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The VM runner runs a node in a qemu VM booting a stock Debian kernel, for
+// modes the host kernel cannot run (IPVS, dummy links). The guest runs the
+// node exactly as StartNode does on a host: /init (vm_init.go) starts the
+// same binary with the same environment under "unshare -n -m", so Init,
+// setupNode and its isolation checks run unchanged. Only the wiring of fds
+// 3 and 4 differs: fd 3 reads a file from a per-run cpio appended to the
+// initramfs (what Send buffered), fd 4 writes a file that /init puts, with
+// the node's stdout, stderr and exit code, as a tar stream on a raw
+// virtio-blk disk the host reads after qemu ends. The VM has no network
+// device; qemu's only other output is the serial console, which the host
+// reads live for timing markers and keeps the tail of for errors.
+
+// VMOptions configure StartVMNode.
+type VMOptions struct {
+	// Name of the node main registered with RegisterNodeMain (in the
+	// binary the guest runs, Kpsim).
+	Name string
+	// Config of the node.
+	Config NodeConfig
+	// MemoryMiB of the guest; default 1024.
+	MemoryMiB int
+	// CPUs of the guest; default 2.
+	CPUs int
+	// KernelCacheDir holds the Debian kernel package; default
+	// DefaultKernelCacheDir(). The kernel is downloaded there if missing.
+	KernelCacheDir string
+	// Accel is "kvm", "tcg" or "" (KVM when a probe boot works, else TCG).
+	Accel string
+	// Kpsim is the binary the guest runs as the node; default this
+	// executable. Dynamically linked binaries get their libraries copied.
+	Kpsim string
+	// Stdout and Stderr receive the node's stdout and stderr once the VM
+	// has ended; default os.Stderr for both.
+	Stdout, Stderr io.Writer
+	// Console, if set, receives the guest's serial console live (kernel
+	// messages, /init's markers and the node's stderr).
+	Console io.Writer
+	// OutputDiskMiB is the size of the (sparse) output disk; default 1024.
+	OutputDiskMiB int
+	// KeepWorkDir keeps the work directory for debugging.
+	KeepWorkDir bool
+}
+
+// VMInfo describes how a VM node ran.
+type VMInfo struct {
+	// Accel is the accelerator used: "kvm" or "tcg" (software
+	// emulation, timings 10-35x slower than the host).
+	Accel string `json:"accel"`
+	// AccelNote says why KVM was not used, when it was not.
+	AccelNote      string `json:"accelNote,omitempty"`
+	KernelPackage  string `json:"kernelPackage"`
+	KernelVersion  string `json:"kernelVersion"`
+	KernelDebBytes int64  `json:"kernelDebBytes"`
+	// InitramfsBytes is the size of the compressed base initramfs.
+	InitramfsBytes int64    `json:"initramfsBytes"`
+	Modules        []string `json:"modules"`
+	// MissingTools are host tools that were not found and so are not in
+	// the guest.
+	MissingTools []string `json:"missingTools,omitempty"`
+	// PrepareSeconds: kernel lookup, initramfs build and accelerator
+	// probe, before qemu starts.
+	PrepareSeconds float64 `json:"prepareSeconds"`
+	// KernelSeconds: qemu start to /init; ModulesSeconds: qemu start to
+	// modules loaded; BootSeconds: qemu start to node start;
+	// TotalSeconds: qemu start to qemu exit.
+	KernelSeconds  float64 `json:"kernelSeconds"`
+	ModulesSeconds float64 `json:"modulesSeconds"`
+	BootSeconds    float64 `json:"bootSeconds"`
+	TotalSeconds   float64 `json:"totalSeconds"`
+	// NodeExitCode is the node process's exit code in the guest (-1 if it
+	// never ran).
+	NodeExitCode int    `json:"nodeExitCode"`
+	WorkDir      string `json:"workDir"`
+}
+
+// VMResult is a node result plus how the VM ran.
+type VMResult struct {
+	NodeResult
+	VM VMInfo
+}
+
+// VMNode is the orchestrator's handle on a node running in a VM. It has the
+// shape of NodeProcess with one difference: the guest has no live channel
+// to the host, so Send buffers the input and the VM boots only when the
+// input is complete, at the first call of CloseInput, Wait, WaitEvent or
+// Events; events arrive once the VM has ended.
+type VMNode struct {
+	name   string
+	config NodeConfig
+	opts   VMOptions
+	ctx    context.Context
+
+	qemu    string
+	kernel  *VMKernel
+	workDir string
+	initrd  string
+	info    VMInfo
+	prepAt  time.Time
+
+	inMu     sync.Mutex
+	input    bytes.Buffer
+	sealed   bool // the VM booted (or was killed): no more input
+	bootOnce sync.Once
+
+	events chan Event
+	queue  *eventQueue
+	done   chan struct{}
+	result *VMResult
+
+	procMu sync.Mutex
+	proc   *os.Process
+
+	// exitCode of the node in the guest, -1 until known; written by the
+	// run goroutine only.
+	exitCode int
+}
+
+var nodeNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// StartVMNode prepares a VM that runs the node main registered under
+// opts.Name: it finds (or downloads) the kernel, builds the initramfs in a
+// work directory $TMPDIR/<run id>-vm and picks the accelerator. The VM
+// boots once the input is complete (see VMNode). Cancelling ctx kills it.
+// The VM has no network device; nothing on the host changes.
+func StartVMNode(ctx context.Context, opts VMOptions) (_ *VMNode, err error) {
+	start := time.Now()
+	if _, ok := lookupNodeMain(opts.Name); !ok {
+		return nil, fmt.Errorf("start VM node: node main %q is not registered (RegisterNodeMain)", opts.Name)
+	}
+	if !nodeNameRE.MatchString(opts.Name) {
+		return nil, fmt.Errorf("start VM node: node main name %q: only letters, digits, '.', '_' and '-' can pass to the guest", opts.Name)
+	}
+	cfg := opts.Config.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("start VM node %q: %w", opts.Name, err)
+	}
+	if !nodeNameRE.MatchString(cfg.RunID) {
+		return nil, fmt.Errorf("start VM node %q: run id %q: only letters, digits, '.', '_' and '-' can pass to the guest", opts.Name, cfg.RunID)
+	}
+	if opts.MemoryMiB <= 0 {
+		opts.MemoryMiB = 1024
+	}
+	if opts.CPUs <= 0 {
+		opts.CPUs = 2
+	}
+	if opts.OutputDiskMiB <= 0 {
+		opts.OutputDiskMiB = 1024
+	}
+	if opts.Stdout == nil {
+		opts.Stdout = os.Stderr
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = os.Stderr
+	}
+	switch opts.Accel {
+	case "", "kvm", "tcg":
+	default:
+		return nil, fmt.Errorf("start VM node %q: accel %q: want kvm, tcg or empty (auto)", opts.Name, opts.Accel)
+	}
+	qemu, busybox, err := vmTools()
+	if err != nil {
+		return nil, fmt.Errorf("start VM node %q: %w", opts.Name, err)
+	}
+	kpsim := opts.Kpsim
+	if kpsim == "" {
+		if kpsim, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("start VM node %q: find this executable: %w", opts.Name, err)
+		}
+	}
+	kernel, err := EnsureKernel(ctx, opts.KernelCacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("start VM node %q: %w", opts.Name, err)
+	}
+
+	workDir, err := makeVMWorkDir(cfg.RunID)
+	if err != nil {
+		return nil, fmt.Errorf("start VM node %q: %w", opts.Name, err)
+	}
+	defer func() {
+		if err != nil && !opts.KeepWorkDir {
+			os.RemoveAll(workDir)
+		}
+	}()
+	n := &VMNode{
+		name: opts.Name, config: cfg, opts: opts, ctx: ctx,
+		qemu: qemu, kernel: kernel, workDir: workDir,
+		initrd: filepath.Join(workDir, "initrd.img"),
+		events: make(chan Event),
+		queue:  newEventQueue(),
+		done:   make(chan struct{}),
+
+		exitCode: -1,
+	}
+	n.info = VMInfo{
+		KernelPackage: kernel.Package, KernelVersion: kernel.Version, KernelDebBytes: kernel.DebBytes,
+		NodeExitCode: -1, WorkDir: workDir,
+	}
+	f, err := os.Create(n.initrd)
+	if err != nil {
+		return nil, fmt.Errorf("start VM node %q: %w", opts.Name, err)
+	}
+	ii, err := buildInitramfs(f, initramfsSpec{
+		Kernel: kernel, Busybox: busybox, Kpsim: kpsim,
+		Tools: vmHostTools, Modules: vmModules, Init: vmInitScript,
+	})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start VM node %q: build initramfs: %w", opts.Name, err)
+	}
+	n.info.InitramfsBytes = ii.Bytes
+	n.info.Modules = ii.Modules
+	n.info.MissingTools = ii.MissingTools
+
+	n.info.Accel, n.info.AccelNote = opts.Accel, ""
+	if opts.Accel == "" {
+		n.info.Accel, n.info.AccelNote = probeAccel(ctx, qemu, kernel, busybox, workDir)
+	}
+	n.info.PrepareSeconds = time.Since(start).Seconds()
+	go n.pump()
+	return n, nil
+}
+
+// makeVMWorkDir creates $TMPDIR/<runID>-vm (or a suffixed name if a VM of
+// the run already has it) with this process as owner, so Cleanup skips it
+// while the run lives.
+func makeVMWorkDir(runID string) (string, error) {
+	dir := filepath.Join(os.TempDir(), runID+"-vm")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if !errors.Is(err, os.ErrExist) {
+			return "", fmt.Errorf("VM work dir: %w", err)
+		}
+		if dir, err = os.MkdirTemp(os.TempDir(), runID+"-vm-*"); err != nil {
+			return "", fmt.Errorf("VM work dir: %w", err)
+		}
+	}
+	if err := writeOwner(dir, os.Getpid()); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
+func writeOwner(dir string, pid int) error {
+	if err := os.WriteFile(filepath.Join(dir, OwnerFile), []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+		return fmt.Errorf("VM work dir: %w", err)
+	}
+	return nil
+}
+
+// Info returns what is known about the VM so far (complete after Wait).
+func (n *VMNode) Info() VMInfo {
+	select {
+	case <-n.done:
+		return n.result.VM
+	default:
+		return n.info
+	}
+}
+
+// RunID returns the run id of the node.
+func (n *VMNode) RunID() string { return n.config.RunID }
+
+// Send encodes v as JSON and buffers it as the node's input (NodeEnv.Recv).
+// It fails once the VM has booted.
+func (n *VMNode) Send(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("VM node %q: encode input: %w", n.name, err)
+	}
+	n.inMu.Lock()
+	defer n.inMu.Unlock()
+	if n.sealed {
+		return fmt.Errorf("VM node %q: send input: the VM has booted (its input is complete at boot)", n.name)
+	}
+	n.input.Write(append(b, '\n'))
+	return nil
+}
+
+// seal ends the input and returns it.
+func (n *VMNode) seal() []byte {
+	n.inMu.Lock()
+	defer n.inMu.Unlock()
+	n.sealed = true
+	return append([]byte(nil), n.input.Bytes()...)
+}
+
+// CloseInput completes the input and boots the VM.
+func (n *VMNode) CloseInput() error {
+	n.boot()
+	return nil
+}
+
+// Events boots the VM and returns the node's events, in order; they arrive
+// once the VM has ended, and the channel closes after the last one.
+func (n *VMNode) Events() <-chan Event {
+	n.boot()
+	return n.events
+}
+
+// WaitEvent boots the VM and reads events until one of the given kind.
+func (n *VMNode) WaitEvent(ctx context.Context, kind string) (Event, error) {
+	ch := n.Events()
+	for {
+		select {
+		case <-ctx.Done():
+			return Event{}, fmt.Errorf("VM node %q: waiting for event %q: %w", n.name, kind, ctx.Err())
+		case ev, ok := <-ch:
+			if !ok {
+				<-n.done
+				return Event{}, fmt.Errorf("VM node %q ended before event %q: %v", n.name, kind, n.result.Err)
+			}
+			if ev.Kind == kind {
+				return ev, nil
+			}
+		}
+	}
+}
+
+// Kill stops the VM (SIGKILL to qemu). Killing an ended VM is not an
+// error; killing one that has not booted ends it without booting.
+func (n *VMNode) Kill() error {
+	n.bootOnce.Do(func() {
+		n.seal()
+		n.finish(nil, errors.New("killed before boot"))
+	})
+	n.procMu.Lock()
+	defer n.procMu.Unlock()
+	if n.proc == nil {
+		return nil
+	}
+	if err := n.proc.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill VM node %q (qemu pid %d): %w", n.name, n.proc.Pid, err)
+	}
+	return nil
+}
+
+// Wait boots the VM if needed, waits for it to end and returns the node's
+// result. The error is the node main's error or why there is no result,
+// with the tail of the console.
+func (n *VMNode) Wait() (*VMResult, error) {
+	n.boot()
+	<-n.done
+	return n.result, n.result.Err
+}
+
+// Done is closed when the VM has ended.
+func (n *VMNode) Done() <-chan struct{} { return n.done }
+
+func (n *VMNode) boot() {
+	n.bootOnce.Do(func() { go n.run(n.seal()) })
+}
+
+// pump delivers queued events to the events channel in order.
+func (n *VMNode) pump() {
+	defer close(n.events)
+	for {
+		ev, ok := n.queue.pop()
+		if !ok {
+			return
+		}
+		n.events <- ev
+	}
+}
+
+// run boots the VM, waits for it and collects the output.
+func (n *VMNode) run(input []byte) {
+	c := &vmConsole{w: n.opts.Console, marks: map[string]time.Time{}}
+	state, output, err := n.runQEMU(c, input)
+	n.result = &VMResult{NodeResult: NodeResult{ProcessState: state}}
+	if err == nil {
+		err = n.collect(output, c)
+	}
+	n.finish(c, err)
+}
+
+// finish records the result once (c is nil if the VM never started).
+func (n *VMNode) finish(c *vmConsole, err error) {
+	res := n.result
+	if res == nil {
+		res = &VMResult{}
+		n.result = res
+	}
+	res.VM = n.info
+	res.VM.NodeExitCode = n.exitCode
+	if c != nil {
+		c.mu.Lock()
+		if t0, ok := c.marks["qemu-start"]; ok {
+			sec := func(m string) float64 {
+				if t, ok := c.marks[m]; ok {
+					return t.Sub(t0).Seconds()
+				}
+				return 0
+			}
+			res.VM.KernelSeconds = sec("init")
+			res.VM.ModulesSeconds = sec("modules")
+			res.VM.BootSeconds = sec("node-start")
+			res.VM.TotalSeconds = sec("qemu-exit")
+		}
+		c.mu.Unlock()
+	}
+	if err != nil && res.Err == nil {
+		res.Err = fmt.Errorf("VM node %q: %w", n.name, err)
+		if c != nil {
+			res.Err = fmt.Errorf("%w\nconsole tail:\n%s", res.Err, c.tail())
+		}
+	}
+	n.queue.close()
+	if !n.opts.KeepWorkDir {
+		os.RemoveAll(n.workDir)
+	}
+	close(n.done)
+}
+
+// runQEMU writes the per-run initrd part and the output disk, runs qemu to
+// the end and returns the path of the output disk.
+func (n *VMNode) runQEMU(c *vmConsole, input []byte) (*os.ProcessState, string, error) {
+	if err := n.ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	if err := n.appendRunCPIO(input); err != nil {
+		return nil, "", err
+	}
+	disk := filepath.Join(n.workDir, "output.img")
+	if err := createSparse(disk, int64(n.opts.OutputDiskMiB)<<20); err != nil {
+		return nil, "", err
+	}
+	args := qemuArgs(n.kernel, n.initrd, disk, n.info.Accel, n.opts.MemoryMiB, n.opts.CPUs)
+	state, err := runQEMU(n.ctx, n.qemu, args, c, n.workDir, func(p *os.Process) {
+		n.procMu.Lock()
+		n.proc = p
+		n.procMu.Unlock()
+	})
+	return state, disk, err
+}
+
+// appendRunCPIO appends the per-run cpio (env, spec, input) to the initrd,
+// 4-byte aligned as the kernel wants for an uncompressed archive.
+func (n *VMNode) appendRunCPIO(input []byte) error {
+	spec, err := guestNodeSpec(n.config)
+	if err != nil {
+		return err
+	}
+	env := fmt.Sprintf("KPSIM_NODE_NAME='%s'\nKPSIM_RUN_ID='%s'\n", n.name, n.config.RunID)
+
+	f, err := os.OpenFile(n.initrd, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("initrd: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("initrd: %w", err)
+	}
+	if pad := (512 - fi.Size()%512) % 512; pad > 0 {
+		if _, err := f.Write(make([]byte, pad)); err != nil {
+			return fmt.Errorf("initrd: %w", err)
+		}
+	}
+	b := newRootfsBuilder(f)
+	b.bytes(guestRunDir+"/env", []byte(env), 0o644)
+	b.bytes(guestRunDir+"/spec.json", []byte(spec), 0o644)
+	b.bytes(guestRunDir+"/input", input, 0o644)
+	if err := b.close(); err != nil {
+		return fmt.Errorf("initrd: per-run cpio: %w", err)
+	}
+	return f.Close()
+}
+
+// guestNodeSpec is the node spec for the guest with placeholders for the
+// "host" namespace inodes, which only the guest's /init knows: its initial
+// namespaces, which the node must have left (by unshare) before it runs.
+func guestNodeSpec(cfg NodeConfig) (string, error) {
+	raw, err := json.Marshal(nodeSpec{Config: cfg, ParentPID: 1})
+	if err != nil {
+		return "", fmt.Errorf("encode node spec: %w", err)
+	}
+	spec := string(raw)
+	for _, kv := range [][2]string{{`"hostNetNS":0`, `"hostNetNS":@KPSIM_HOST_NETNS@`}, {`"hostMntNS":0`, `"hostMntNS":@KPSIM_HOST_MNTNS@`}} {
+		if strings.Count(spec, kv[0]) != 1 {
+			return "", fmt.Errorf("encode node spec: %s not found once in %s", kv[0], spec)
+		}
+		spec = strings.Replace(spec, kv[0], kv[1], 1)
+	}
+	return spec, nil
+}
+
+func createSparse(p string, size int64) error {
+	f, err := os.Create(p)
+	if err != nil {
+		return fmt.Errorf("output disk: %w", err)
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return fmt.Errorf("output disk: %w", err)
+	}
+	return f.Close()
+}
+
+// qemuArgs: no network device, no default devices, the console on the
+// first serial port (qemu's stdout), the output disk as virtio-blk.
+func qemuArgs(k *VMKernel, initrd, disk, accel string, memMiB, cpus int) []string {
+	cpu := "max"
+	if accel == "kvm" {
+		cpu = "host"
+	}
+	args := []string{
+		"-nodefaults", "-no-user-config", "-nic", "none",
+		"-display", "none", "-monitor", "none", "-serial", "stdio",
+		"-no-reboot",
+		"-accel", accel, "-cpu", cpu,
+		"-m", strconv.Itoa(memMiB), "-smp", strconv.Itoa(cpus),
+		"-kernel", k.Vmlinuz, "-initrd", initrd,
+		"-append", "console=ttyS0 panic=-1 loglevel=4 mitigations=off rdinit=/init",
+	}
+	if disk != "" {
+		args = append(args, "-drive", "file="+disk+",format=raw,if=virtio,cache=unsafe")
+	}
+	return args
+}
+
+// runQEMU runs qemu to its end, feeding its console to c. qemu dies with
+// the thread that started it (Pdeathsig), and the work dir's owner file
+// names qemu while it runs.
+func runQEMU(ctx context.Context, qemu string, args []string, c *vmConsole, workDir string, started func(*os.Process)) (*os.ProcessState, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("console pipe: %w", err)
+	}
+	cmd := exec.Command(qemu, args...)
+	cmd.Stdout = pw
+	cmd.Stderr = pw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	startErr := make(chan error, 1)
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		c.mark("qemu-start")
+		if err := cmd.Start(); err != nil {
+			startErr <- err
+			close(exited)
+			return
+		}
+		startErr <- nil
+		waitErr = cmd.Wait()
+		c.mark("qemu-exit")
+		close(exited)
+	}()
+	err = <-startErr
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		return nil, fmt.Errorf("start %s: %w", qemu, err)
+	}
+	started(cmd.Process)
+	if workDir != "" {
+		// The owner is qemu while it runs, then this process again.
+		_ = writeOwner(workDir, cmd.Process.Pid)
+		defer func() { _ = writeOwner(workDir, os.Getpid()) }()
+	}
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		c.read(pr)
+	}()
+	select {
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		<-exited
+		<-readDone
+		return cmd.ProcessState, fmt.Errorf("qemu killed: %w", ctx.Err())
+	case <-exited:
+	}
+	<-readDone
+	if waitErr != nil {
+		return cmd.ProcessState, fmt.Errorf("qemu: %w", waitErr)
+	}
+	return cmd.ProcessState, nil
+}
+
+// collect reads the output disk and fills the result.
+func (n *VMNode) collect(disk string, c *vmConsole) error {
+	files, err := readOutputDisk(disk)
+	if err != nil {
+		return err
+	}
+	if rc, ok := files["exit"]; ok {
+		if v, err := strconv.Atoi(strings.TrimSpace(string(rc))); err == nil {
+			n.exitCode = v
+		}
+	}
+	n.copyTo(n.opts.Stdout, files["stdout"])
+	n.copyTo(n.opts.Stderr, files["stderr"])
+	res := n.result
+	var result *wireMsg
+	var badLine error
+	sc := bufio.NewScanner(bytes.NewReader(files["output.jsonl"]))
+	sc.Buffer(make([]byte, 64<<10), 256<<20)
+	for sc.Scan() {
+		var m wireMsg
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			badLine = fmt.Errorf("bad output line: %w", err)
+			continue
+		}
+		if m.Type == "result" {
+			result = &m
+			continue
+		}
+		n.queue.push(Event{Kind: m.Kind, Time: m.Time, Data: m.Data})
+	}
+	switch {
+	case result != nil:
+		res.Data = result.Data
+		if result.Error != "" {
+			res.Err = fmt.Errorf("VM node %q: %s", n.name, result.Error)
+		}
+		return nil
+	case badLine != nil:
+		return badLine
+	case !c.has("output-written"):
+		return errors.New("the guest wrote no output")
+	default:
+		return fmt.Errorf("ended without a result (guest exit code %d)", n.exitCode)
+	}
+}
+
+func (n *VMNode) copyTo(w io.Writer, b []byte) {
+	if w != nil && len(b) > 0 {
+		_, _ = w.Write(b)
+	}
+}
+
+// readOutputDisk reads the tar stream /init wrote at the start of the disk.
+func readOutputDisk(disk string) (map[string][]byte, error) {
+	f, err := os.Open(disk)
+	if err != nil {
+		return nil, fmt.Errorf("output disk: %w", err)
+	}
+	defer f.Close()
+	files := map[string][]byte{}
+	tr := tar.NewReader(bufio.NewReader(f))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("output disk: read tar: %w", err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, fmt.Errorf("output disk: %s: %w", h.Name, err)
+		}
+		files[path.Clean(h.Name)] = b
+	}
+	return files, nil
+}
+
+// vmConsole reads the guest console: it keeps the last lines for error
+// messages and timestamps the "kpsim-vm: " markers of /init.
+type vmConsole struct {
+	w     io.Writer
+	mu    sync.Mutex
+	lines []string
+	marks map[string]time.Time
+}
+
+const (
+	vmMarker       = "kpsim-vm: "
+	vmConsoleLines = 60
+)
+
+func (c *vmConsole) mark(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.marks[name]; !ok {
+		c.marks[name] = time.Now()
+	}
+}
+
+func (c *vmConsole) has(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.marks[name]
+	return ok
+}
+
+func (c *vmConsole) read(r io.ReadCloser) {
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		if c.w != nil {
+			fmt.Fprintln(c.w, line)
+		}
+		if rest, ok := strings.CutPrefix(line, vmMarker); ok {
+			if f := strings.Fields(rest); len(f) > 0 {
+				c.mark(f[0])
+			}
+		}
+		c.mu.Lock()
+		c.lines = append(c.lines, line)
+		if len(c.lines) > vmConsoleLines {
+			c.lines = c.lines[len(c.lines)-vmConsoleLines:]
+		}
+		c.mu.Unlock()
+	}
+}
+
+func (c *vmConsole) tail() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Join(c.lines, "\n")
+}
