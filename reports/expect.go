@@ -82,8 +82,37 @@ func CheckExpectations(s *scenarios.Scenario, r *Result) []Expectation {
 			out = append(out, e)
 		}
 		if exp.Distribution == "pass" {
-			out = append(out, Expectation{Name: "distribution", Mode: m.Name, Want: "pass", Got: "not measured",
-				Detail: "the distribution test is not built yet"})
+			e := Expectation{Name: "distribution", Mode: m.Name, Want: "pass"}
+			var failed []string
+			tested := 0
+			for _, sd := range m.Distributions {
+				if sd.Report != nil {
+					tested += len(sd.Report.Services)
+					for _, s := range sd.Report.Services {
+						if s.Verdict != "ok" && s.Verdict != "untested" {
+							failed = append(failed, fmt.Sprintf("%s: %s (adjusted p %.3g, largest deviation %+.1f%% at %s)", s.Service, s.Verdict, s.AdjustedPValue, 100*s.LargestDeviation, s.LargestDeviationEndpoint))
+						}
+					}
+					if p := sd.Report.Pooled; p != nil && p.Verdict != "ok" && p.Verdict != "untested" {
+						failed = append(failed, fmt.Sprintf("pooled by position: %s (adjusted p %.3g, %+.2f%% at position %d)", p.Verdict, p.AdjustedPValue, 100*p.LargestDeviation, p.LargestDeviationPosition))
+					}
+				}
+				for _, c := range sd.Checks {
+					tested++
+					if !c.Passed {
+						failed = append(failed, c.Service+": "+c.Check+": "+c.Detail)
+					}
+				}
+			}
+			switch {
+			case len(m.Distributions) == 0:
+				e.Got, e.Detail = "not measured", "the scenario has no probe step"
+			case len(failed) > 0:
+				e.Got, e.Detail = fmt.Sprintf("%d failed", len(failed)), strings.Join(failed, "\n")
+			default:
+				e.Got, e.Passed = fmt.Sprintf("pass (%d tests and checks)", tested), true
+			}
+			out = append(out, e)
 		}
 		if exp.Oracle == "equal" {
 			e := Expectation{Name: "oracle", Mode: m.Name, Want: "equal"}

@@ -101,6 +101,9 @@ type ModeResult struct {
 	Dumps []string `json:"dumps,omitempty"`
 	// Probes are the probe steps' results, one per Service and port.
 	Probes []Probe `json:"probes,omitempty"`
+	// Distributions are the probe steps' verdicts: the share test over
+	// their Services and the per-probe checks.
+	Distributions []StepDistribution `json:"distributions,omitempty"`
 	// Resources of the node process.
 	Resources Resources `json:"resources"`
 	// KernelCalls sums the proxier's calls into its iptables interface
@@ -127,9 +130,10 @@ type Oracle struct {
 	// Lines is the size of the compared normalized dump.
 	Lines int `json:"lines"`
 	// Unreachable counts iptables chains in the churned dataplane that
-	// nothing jumps to (kube-proxy leaves removed endpoints' chains after
-	// partial syncs and deletes them in a later full sync); they are not
-	// compared. UnreachableInFresh counts them in the fresh proxier's.
+	// nothing jumps to and the fresh one does not have (kube-proxy leaves
+	// removed endpoints' chains after partial syncs and deletes them in a
+	// later full sync); they are not compared. UnreachableInFresh counts
+	// unreferenced chains in the fresh proxier's (its canary chains).
 	Unreachable        int      `json:"unreachable,omitempty"`
 	UnreachableSample  []string `json:"unreachableSample,omitempty"`
 	UnreachableInFresh int      `json:"unreachableInFresh,omitempty"`
@@ -198,9 +202,10 @@ type Probe struct {
 	Failures map[string]int `json:"failures,omitempty"`
 	// Endpoints counts replies per endpoint address:port that answered.
 	Endpoints map[string]int `json:"endpoints"`
-	// Expected are the Service's endpoints (address:targetPort) that can
-	// receive traffic; Stray counts replies from anything else.
+	// Expected are the endpoints (address:targetPort) that may take this
+	// probe's connections, by Rule; Stray counts replies from any other.
 	Expected []string `json:"expected"`
+	Rule     string   `json:"rule"`
 	Stray    int      `json:"stray"`
 	// SourcePreserved counts replies whose source, as the pod saw it, was
 	// the client's own address.
@@ -254,6 +259,32 @@ func (m *ModeResult) EndToEndSeconds() []float64 {
 		}
 	}
 	return xs
+}
+
+// StepDistribution is one probe step's verdict.
+type StepDistribution struct {
+	Step string `json:"step"`
+	// Connections per Service port (rounded up to whole round-robin turns
+	// under IPVS rr); Plan is the power calculation that set it when the
+	// scenario left it to kpsim.
+	Connections int        `json:"connections"`
+	Plan        *ProbePlan `json:"plan,omitempty"`
+	// Report is the share test over the Services with more than one
+	// eligible endpoint and no session affinity.
+	Report *DistributionReport `json:"report,omitempty"`
+	// ImpliedError says why rule-implied shares are missing, if they are.
+	ImpliedError string `json:"impliedError,omitempty"`
+	// Checks are the per-probe checks a share test cannot make.
+	Checks []ProbeCheck `json:"checks"`
+	Passed bool         `json:"passed"`
+}
+
+// ProbeCheck is one pass/fail check of one probed Service port.
+type ProbeCheck struct {
+	Service string `json:"service"`
+	Check   string `json:"check"`
+	Passed  bool   `json:"passed"`
+	Detail  string `json:"detail"`
 }
 
 // CallStats sums the calls of one method.

@@ -104,6 +104,26 @@ func TestPrivilegedRunEndToEnd(t *testing.T) {
 					t.Errorf("probe %s %s: %d of %d pod-to-service replies saw a masqueraded source", p.Step, p.Service, p.OK-p.SourcePreserved, p.OK)
 				}
 			}
+			// Three probe steps, each with a share test over its Services
+			// and per-probe checks, all passing.
+			if len(m.Distributions) != 3 {
+				t.Errorf("got %d probe-step verdicts, want 3", len(m.Distributions))
+			}
+			for _, sd := range m.Distributions {
+				if !sd.Passed || len(sd.Checks) == 0 || sd.Report == nil || len(sd.Report.Services) == 0 {
+					t.Errorf("probe step %s: passed %v, %d checks, report %+v", sd.Step, sd.Passed, len(sd.Checks), sd.Report)
+				}
+				if sd.ImpliedError != "" {
+					t.Errorf("probe step %s: rule-implied shares: %s", sd.Step, sd.ImpliedError)
+				}
+				if sd.Report != nil {
+					for _, s := range sd.Report.Services {
+						if s.RuleError == nil || *s.RuleError > 1e-6 {
+							t.Errorf("%s: rule-implied error %v, want exact shares within 1e-6", s.Service, s.RuleError)
+						}
+					}
+				}
+			}
 			if m.Oracle == nil || !m.Oracle.Checked || !m.Oracle.Equal {
 				t.Errorf("oracle: %+v", m.Oracle)
 			}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"slices"
@@ -320,47 +319,6 @@ func (n *node) startPods() error {
 	return nil
 }
 
-// probe sends real connections to the sampled Services of the step.
-func (n *node) probe(ctx context.Context, index int, st scenarios.Step) error {
-	p := st.Probe
-	model := n.cluster.Snapshot()
-	var candidates []sim.Service
-	for _, svc := range model.Services {
-		if (p.Group == "" || svc.Group == p.Group) && !svc.Headless {
-			candidates = append(candidates, svc)
-		}
-	}
-	// The sample is drawn with the scenario's seed and the step index, so
-	// the same scenario probes the same Services in every mode.
-	rng := rand.New(rand.NewPCG(uint64(n.s.Spec.Seed), uint64(index)))
-	rng.Shuffle(len(candidates), func(i, j int) { candidates[i], candidates[j] = candidates[j], candidates[i] })
-	if p.Services > 0 && p.Services < len(candidates) {
-		candidates = candidates[:p.Services]
-	}
-	count := p.Connections
-	if count == 0 {
-		// The distribution test's power calculation is not built yet; a
-		// fixed count per Service keeps probes meaningful for reachability.
-		count = 100
-	}
-	from := netns.ClientKind(p.From)
-	for _, svc := range candidates {
-		for _, port := range svc.Ports {
-			target, ok := n.target(svc, port, p.Target)
-			if !ok {
-				continue
-			}
-			spec := netns.ProbeSpec{From: from, Target: target, Protocol: netns.Protocol(lower(string(port.Protocol))), Count: count}
-			r, err := n.pods.Probe(ctx, spec)
-			if err != nil {
-				return fmt.Errorf("probing %s port %s: %w", svc.Key(), port.Name, err)
-			}
-			n.res.Probes = append(n.res.Probes, probeResult(st.Name, svc, port, p, r))
-		}
-	}
-	return nil
-}
-
 func (n *node) target(svc sim.Service, port sim.Port, kind string) (netip.AddrPort, bool) {
 	switch kind {
 	case scenarios.TargetNodePort:
@@ -375,34 +333,6 @@ func (n *node) target(svc sim.Service, port sim.Port, kind string) (netip.AddrPo
 		return netip.AddrPortFrom(svc.LoadBalancerIP, uint16(port.Port)), true
 	}
 	return netip.AddrPortFrom(svc.ClusterIP, uint16(port.Port)), true
-}
-
-func probeResult(step string, svc sim.Service, port sim.Port, p *scenarios.ProbeStep, r netns.ProbeResult) reports.Probe {
-	out := reports.Probe{
-		Step: step, Service: svc.Key(), Port: port.Name, Protocol: string(port.Protocol),
-		From: p.From, Target: r.Spec.Target.String(),
-		Sent: r.Sent, OK: r.OK, SourcePreserved: r.SourcePreserved, Seconds: r.Duration.Seconds(),
-		Endpoints: map[string]int{},
-	}
-	expected := map[netip.AddrPort]bool{}
-	for _, ep := range svc.Endpoints() {
-		ap := netip.AddrPortFrom(ep.IP, uint16(port.TargetPort))
-		expected[ap] = true
-		out.Expected = append(out.Expected, ap.String())
-	}
-	for ap, t := range r.Endpoints {
-		out.Endpoints[ap.String()] = t.Count
-		if !expected[ap] {
-			out.Stray += t.Count
-		}
-	}
-	if len(r.Failures) > 0 {
-		out.Failures = map[string]int{}
-		for k, v := range r.Failures {
-			out.Failures[string(k)] = v
-		}
-	}
-	return out
 }
 
 // finish records the proxier's syncs, the final dataplane and the node's

@@ -1,0 +1,308 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"sort"
+
+	"github.com/kpsim/kpsim/netns"
+	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/reports"
+	"github.com/kpsim/kpsim/scenarios"
+	"github.com/kpsim/kpsim/sim"
+)
+
+// probeTarget is one Service port a probe step sends connections to.
+type probeTarget struct {
+	svc    sim.Service
+	port   sim.Port
+	target netip.AddrPort
+	exp    expectation
+}
+
+// probe sends real connections to the sampled Services of the step,
+// checks where each landed against the expected endpoints, and runs the
+// distribution test over the step's Services.
+func (n *node) probe(ctx context.Context, index int, st scenarios.Step) error {
+	p := st.Probe
+	model := n.cluster.Snapshot()
+	var candidates []sim.Service
+	for _, svc := range model.Services {
+		if (p.Group == "" || svc.Group == p.Group) && !svc.Headless {
+			candidates = append(candidates, svc)
+		}
+	}
+	// The sample is drawn with the scenario's seed and the step index, so
+	// the same scenario probes the same Services in every mode.
+	rng := rand.New(rand.NewPCG(uint64(n.s.Spec.Seed), uint64(index)))
+	rng.Shuffle(len(candidates), func(i, j int) { candidates[i], candidates[j] = candidates[j], candidates[i] })
+	if p.Services > 0 && p.Services < len(candidates) {
+		candidates = candidates[:p.Services]
+	}
+	var targets []probeTarget
+	for _, svc := range candidates {
+		for _, port := range svc.Ports {
+			if t, ok := n.target(svc, port, p.Target); ok {
+				targets = append(targets, probeTarget{svc: svc, port: port, target: t, exp: n.expected(svc, port, p.From, p.Target)})
+			}
+		}
+	}
+
+	sd := reports.StepDistribution{Step: st.Name, Connections: p.Connections}
+	if p.Connections == 0 {
+		// The power calculation sets the count: enough to flag the
+		// design's skews (see reports.ProbeDesign) over the Services that
+		// take a share test.
+		var shares [][]float64
+		for _, t := range targets {
+			if !t.exp.Affinity && len(t.exp.Eligible) > 1 {
+				shares = append(shares, equalShares(len(t.exp.Eligible)))
+			}
+		}
+		sd.Connections = 100
+		if len(shares) > 0 {
+			plan, err := reports.PlanProbes(reports.DefaultProbeDesign(), shares)
+			if err != nil {
+				return fmt.Errorf("planning probes: %w", err)
+			}
+			sd.Plan = &plan
+			sd.Connections = plan.ProbesPerService
+		}
+	}
+	implied, impliedErr := n.impliedShares(ctx)
+	if impliedErr != nil {
+		sd.ImpliedError = impliedErr.Error()
+	}
+
+	from := netns.ClientKind(p.From)
+	var samples []reports.ServiceSample
+	for _, t := range targets {
+		count := sd.Connections
+		if n.ms.Mode == scenarios.ModeIPVS && n.ms.Scheduler == "rr" && len(t.exp.Eligible) > 0 {
+			// Round-robin is exact: make every endpoint's turn whole.
+			k := len(t.exp.Eligible)
+			count = (count + k - 1) / k * k
+		}
+		spec := netns.ProbeSpec{From: from, Target: t.target, Protocol: netns.Protocol(lower(string(t.port.Protocol))), Count: count}
+		r, err := n.probeTarget(ctx, spec, t.exp.Affinity)
+		if err != nil {
+			return fmt.Errorf("probing %s port %s: %w", t.svc.Key(), t.port.Name, err)
+		}
+		pr := probeResult(st.Name, t, p, r)
+		n.res.Probes = append(n.res.Probes, pr)
+		sd.Checks = append(sd.Checks, checkProbe(pr, t, n.ms)...)
+		if !t.exp.Affinity && len(t.exp.Eligible) > 1 {
+			samples = append(samples, distributionSample(pr, t, implied))
+		}
+	}
+	if len(samples) > 0 {
+		rep, err := reports.AnalyzeDistribution(samples, reports.DistributionOptions{})
+		if err != nil {
+			return fmt.Errorf("distribution test: %w", err)
+		}
+		sd.Report = rep
+	}
+	sd.Passed = sd.Report == nil || sd.Report.Passed
+	for _, c := range sd.Checks {
+		if !c.Passed {
+			sd.Passed = false
+		}
+	}
+	n.res.Distributions = append(n.res.Distributions, sd)
+	return nil
+}
+
+// probeTarget probes one Service port. Under session affinity the first
+// connection goes alone: affinity is recorded when a client's first
+// connection passes, and connections racing it may legitimately land
+// elsewhere (seen with nftables at 8 in flight); the rest must follow it.
+func (n *node) probeTarget(ctx context.Context, spec netns.ProbeSpec, affinity bool) (netns.ProbeResult, error) {
+	if !affinity || spec.Count < 2 {
+		return n.pods.Probe(ctx, spec)
+	}
+	first := spec
+	first.Count, first.Concurrency = 1, 1
+	r, err := n.pods.Probe(ctx, first)
+	if err != nil {
+		return r, err
+	}
+	rest := spec
+	rest.Count--
+	r2, err := n.pods.Probe(ctx, rest)
+	if err != nil {
+		return r, err
+	}
+	r.Spec.Count = spec.Count
+	r.Sent += r2.Sent
+	r.OK += r2.OK
+	r.SourcePreserved += r2.SourcePreserved
+	r.Duration += r2.Duration
+	r.ConntrackFlushes += r2.ConntrackFlushes
+	for k, v := range r2.Failures {
+		if r.Failures == nil {
+			r.Failures = map[netns.FailureKind]int{}
+		}
+		r.Failures[k] += v
+	}
+	for ap, t := range r2.Endpoints {
+		if r.Endpoints == nil {
+			r.Endpoints = map[netip.AddrPort]*netns.EndpointTally{}
+		}
+		if cur, ok := r.Endpoints[ap]; ok {
+			cur.Count += t.Count
+			for src, c := range t.Sources {
+				cur.Sources[src] += c
+			}
+		} else {
+			r.Endpoints[ap] = t
+		}
+	}
+	return r, nil
+}
+
+func equalShares(k int) []float64 {
+	s := make([]float64, k)
+	for i := range s {
+		s[i] = 1 / float64(k)
+	}
+	return s
+}
+
+// impliedShares parses the shares the proxier's rules imply, keyed like
+// kube-proxy's comments ("ns/name:port", local chains with
+// proxier.LocalSuffix). IPVS weights are not parsed yet.
+func (n *node) impliedShares(ctx context.Context) (map[string]proxier.ServiceShares, error) {
+	switch n.ms.Mode {
+	case scenarios.ModeIPTables:
+		d, err := proxier.ReadIPTables(ctx, n.ms.Backend)
+		if err != nil {
+			return nil, err
+		}
+		return proxier.ImpliedIPTables(d.IPv4)
+	case scenarios.ModeNFTables:
+		d, err := proxier.ReadNFTables(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return proxier.ImpliedNFTables(d.JSON, "ip")
+	}
+	return nil, nil
+}
+
+func probeResult(step string, t probeTarget, p *scenarios.ProbeStep, r netns.ProbeResult) reports.Probe {
+	out := reports.Probe{
+		Step: step, Service: t.svc.Key(), Port: t.port.Name, Protocol: string(t.port.Protocol),
+		From: p.From, Target: r.Spec.Target.String(),
+		Sent: r.Sent, OK: r.OK, SourcePreserved: r.SourcePreserved, Seconds: r.Duration.Seconds(),
+		Endpoints: map[string]int{}, Rule: t.exp.Rule,
+	}
+	eligible := map[netip.AddrPort]bool{}
+	for _, ap := range t.exp.Eligible {
+		eligible[ap] = true
+		out.Expected = append(out.Expected, ap.String())
+	}
+	for ap, tally := range r.Endpoints {
+		out.Endpoints[ap.String()] = tally.Count
+		if !eligible[ap] {
+			out.Stray += tally.Count
+		}
+	}
+	if len(r.Failures) > 0 {
+		out.Failures = map[string]int{}
+		for k, v := range r.Failures {
+			out.Failures[string(k)] = v
+		}
+	}
+	return out
+}
+
+// checkProbe checks what a share test cannot: that connections landed
+// only on eligible endpoints, were all answered (or none, when there is no
+// endpoint), kept or lost their source address as the policy says, stuck
+// to one endpoint under session affinity, and took exact turns under IPVS
+// round-robin.
+func checkProbe(pr reports.Probe, t probeTarget, ms *scenarios.ModeSpec) []reports.ProbeCheck {
+	name := pr.Service + ":" + pr.Port
+	var out []reports.ProbeCheck
+	add := func(check string, passed bool, format string, args ...any) {
+		out = append(out, reports.ProbeCheck{Service: name, Check: check, Passed: passed, Detail: fmt.Sprintf(format, args...)})
+	}
+	if len(t.exp.Eligible) == 0 {
+		add("no endpoint: no answer", pr.OK == 0, "%d of %d connections answered although no endpoint may take them", pr.OK, pr.Sent)
+		return out
+	}
+	add("answered", pr.OK == pr.Sent, "%d of %d answered, failures %v", pr.OK, pr.Sent, pr.Failures)
+	add("only eligible endpoints", pr.Stray == 0, "%d replies from endpoints outside %s", pr.Stray, t.exp.Rule)
+	if sp := t.exp.SourcePreserved; sp != nil && pr.OK > 0 {
+		if *sp {
+			add("source preserved", pr.SourcePreserved == pr.OK, "%d of %d replies saw the client's own address", pr.SourcePreserved, pr.OK)
+		} else {
+			add("source masqueraded", pr.SourcePreserved == 0, "%d of %d replies saw the client's own address", pr.SourcePreserved, pr.OK)
+		}
+	}
+	if t.exp.Affinity {
+		add("session affinity: one endpoint", len(pr.Endpoints) == 1, "connections reached %d endpoints", len(pr.Endpoints))
+	}
+	if ms.Mode == scenarios.ModeIPVS && ms.Scheduler == "rr" && !t.exp.Affinity {
+		counts := make([]int, 0, len(pr.Endpoints))
+		for _, c := range pr.Endpoints {
+			counts = append(counts, c)
+		}
+		sort.Ints(counts)
+		exact := len(counts) == len(t.exp.Eligible) && counts[0] == counts[len(counts)-1]
+		add("round-robin exact", exact, "per-endpoint counts %v", counts)
+	}
+	return out
+}
+
+// distributionSample lines up counts, expected and rule-implied shares by
+// endpoint, in kube-proxy's order (address:port as text), so positions
+// mean the same in every Service.
+func distributionSample(pr reports.Probe, t probeTarget, implied map[string]proxier.ServiceShares) reports.ServiceSample {
+	key := pr.Service
+	if pr.Port != "" {
+		key += ":" + pr.Port
+	}
+	names := append([]string(nil), pr.Expected...)
+	for ep := range pr.Endpoints {
+		if !contains(names, ep) {
+			names = append(names, ep)
+		}
+	}
+	sort.Strings(names)
+	s := reports.ServiceSample{Service: key, Endpoints: names}
+	k := float64(len(t.exp.Eligible))
+	for _, ep := range names {
+		share := 0.0
+		if contains(pr.Expected, ep) {
+			share = 1 / k
+		}
+		s.Expected = append(s.Expected, share)
+		s.Counts = append(s.Counts, pr.Endpoints[ep])
+	}
+	chain := key
+	if t.exp.Local {
+		chain += proxier.LocalSuffix
+	}
+	if sh, ok := implied[chain]; ok {
+		byEP := map[string]float64{}
+		for _, e := range sh.Endpoints {
+			byEP[e.Endpoint] = e.Probability
+		}
+		for _, ep := range names {
+			s.Implied = append(s.Implied, byEP[ep])
+		}
+	}
+	return s
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
