@@ -90,23 +90,10 @@ func WriteSummary(w io.Writer, r *Result) error {
 		fmt.Fprintf(w, "\nTHE HOST CHANGED during the run:\n%s\n", r.Host.Diff)
 	}
 
-	fmt.Fprint(w, `
-How these were obtained:
-  syncs, first sync, p50..max: every sync's exact duration, the change of kube-proxy's own
-    kubeproxy_sync_proxy_rules_duration_seconds histogram sum between polls 5 ms apart (full vs partial
-    from the sync_full/sync_partial histograms); quantiles are `+SummaryMethod+`.
-  prog. latency, kube-proxy: its kubeproxy_network_programming_duration_seconds histogram (sum / count),
-    fed by the last-change-trigger-time annotation kpsim stamps on every EndpointSlice write.
-  prog. latency, end to end: for up to 10 sampled mutations per churn step, the time from that trigger
-    time until real connections to the ClusterIP first reach a new ready endpoint, or stop reaching a
-    flapped one (absent from enough consecutive probes to be seen with probability 0.999 if present);
-    resolution one probe batch (about 2-3 ms), in result.json per sample.
-  rules: counted from iptables-save / nft -j list ruleset in the node namespace at the end of the run;
-    the raw dumps are saved beside result.json.
-  probes: real connections from a fake client pod through the node's kernel; stray = replies from an
-    address that is not one of the Service's endpoints.
-  cpu, max rss: getrusage(2) of the node process (cpu includes the programs it ran, e.g. iptables-restore).
-`)
+	fmt.Fprintln(w, "\nHow these were obtained:")
+	for _, n := range methodNotes {
+		fmt.Fprintln(w, "  "+wrap(n.What+": "+n.How, 108, "    "))
+	}
 	return nil
 }
 
@@ -140,6 +127,24 @@ func seconds(s float64) string {
 		return d.Round(10 * time.Microsecond).String()
 	}
 	return d.Round(time.Microsecond).String()
+}
+
+// wrap breaks text into lines of at most width runes, indenting
+// continuation lines.
+func wrap(text string, width int, indent string) string {
+	var out, line strings.Builder
+	for _, word := range strings.Fields(text) {
+		if line.Len() > 0 && line.Len()+1+len(word) > width {
+			out.WriteString(line.String() + "\n")
+			line.Reset()
+			line.WriteString(indent)
+		} else if line.Len() > 0 && strings.TrimSpace(line.String()) != "" {
+			line.WriteString(" ")
+		}
+		line.WriteString(word)
+	}
+	out.WriteString(line.String())
+	return out.String()
 }
 
 func firstLine(s string) string {

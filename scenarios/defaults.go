@@ -18,6 +18,9 @@ const (
 	DefaultNamespace        = "default"
 	DefaultScheduler        = "rr"
 	DefaultSyncTimeout      = 10 * time.Minute
+	// DefaultDistributionAlpha is the share tests' family-wise
+	// false-alarm probability.
+	DefaultDistributionAlpha = 0.01
 	// ReservedPodAddresses is how many addresses at the start of the pod
 	// CIDR are kept for the harness's client pods.
 	ReservedPodAddresses = 16
@@ -66,6 +69,10 @@ func Default(s *Scenario) {
 
 	for i := range sp.ServiceGroups {
 		defaultGroup(&sp.ServiceGroups[i])
+	}
+	if sp.Expectations.DistributionAlpha == nil {
+		a := DefaultDistributionAlpha
+		sp.Expectations.DistributionAlpha = &a
 	}
 	for i := range sp.Expectations.Rules {
 		setString(&sp.Expectations.Rules[i].At, RulesAtEnd)

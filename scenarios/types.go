@@ -384,6 +384,11 @@ type Expectations struct {
 	// Distribution, when "pass", requires every probed Service's traffic
 	// to fit its expected shares.
 	Distribution string `yaml:"distribution,omitempty" json:"distribution,omitempty"`
+	// DistributionAlpha is the family-wise false-alarm probability of each
+	// probe step's share tests: a correct proxier still fails them with
+	// this probability, so CI scenarios that must not flake use a small
+	// one (power then needs more probes). Default 0.01.
+	DistributionAlpha *float64 `yaml:"distributionAlpha,omitempty" json:"distributionAlpha,omitempty"`
 	// Oracle, when "equal", requires the dataplane after churn to equal
 	// what a fresh proxier builds from the final API state.
 	Oracle string `yaml:"oracle,omitempty" json:"oracle,omitempty"`

@@ -565,6 +565,9 @@ func (v *validator) expectations(p *field.Path) field.ErrorList {
 	if e.Distribution != "" && e.Distribution != "pass" {
 		errs = append(errs, field.NotSupported(p.Child("distribution"), e.Distribution, []string{"pass"}))
 	}
+	if a := e.DistributionAlpha; a != nil && (*a <= 0 || *a >= 0.5 || math.IsNaN(*a)) {
+		errs = append(errs, field.Invalid(p.Child("distributionAlpha"), *a, "must be a probability in (0, 0.5)"))
+	}
 	if e.Oracle != "" && e.Oracle != "equal" {
 		errs = append(errs, field.NotSupported(p.Child("oracle"), e.Oracle, []string{"equal"}))
 	}

@@ -63,7 +63,9 @@ func (n *node) probe(ctx context.Context, index int, st scenarios.Step) error {
 		}
 		sd.Connections = 100
 		if len(shares) > 0 {
-			plan, err := reports.PlanProbes(reports.DefaultProbeDesign(), shares)
+			design := reports.DefaultProbeDesign()
+			design.Alpha = *n.s.Spec.Expectations.DistributionAlpha
+			plan, err := reports.PlanProbes(design, shares)
 			if err != nil {
 				return fmt.Errorf("planning probes: %w", err)
 			}
@@ -98,7 +100,7 @@ func (n *node) probe(ctx context.Context, index int, st scenarios.Step) error {
 		}
 	}
 	if len(samples) > 0 {
-		rep, err := reports.AnalyzeDistribution(samples, reports.DistributionOptions{})
+		rep, err := reports.AnalyzeDistribution(samples, reports.DistributionOptions{Alpha: *n.s.Spec.Expectations.DistributionAlpha})
 		if err != nil {
 			return fmt.Errorf("distribution test: %w", err)
 		}

@@ -148,10 +148,12 @@ func runScenario(ctx context.Context, stdout, stderr io.Writer, file string, o r
 	if err := res.WriteFile(filepath.Join(dir, "result.json")); err != nil {
 		return environment(err)
 	}
-	if err := reports.WriteSummary(stdout, res); err != nil {
+	// The summary on stdout, report.md and report.html beside the result
+	// (kpsim report renders them again from result.json).
+	if err := reportOne(stdout, dir, map[string]bool{"summary": true, "markdown": true, "html": true}); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\nresult: %s\n", filepath.Join(dir, "result.json"))
+	fmt.Fprintf(stdout, "result: %s\n", filepath.Join(dir, "result.json"))
 	if ctx.Err() != nil {
 		return &exitError{exitExpectation, fmt.Errorf("interrupted: %w", ctx.Err())}
 	}

@@ -1,0 +1,122 @@
+package reports
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func renderHTML(t *testing.T) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, testResult(t)); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+// wantCharts is the test result's figure count: sync distribution,
+// end-to-end latency, and per-endpoint shares of 6 Services.
+const wantCharts = 8
+
+func TestWriteHTMLStructure(t *testing.T) {
+	page := renderHTML(t)
+	if got := strings.Count(page, "<svg"); got != wantCharts {
+		t.Errorf("%d <svg> elements, want %d", got, wantCharts)
+	}
+	if got := strings.Count(page, "</svg>"); got != wantCharts {
+		t.Errorf("%d </svg>, want %d", got, wantCharts)
+	}
+	if got := strings.Count(page, "<figcaption>"); got != wantCharts {
+		t.Errorf("%d captions, want %d", got, wantCharts)
+	}
+	for _, want := range []string{"<!DOCTYPE html>", "<style>", "<table>", "iptables-legacy", "nftables",
+		"How these numbers were obtained", "Sync time distribution", "End-to-end latency samples", "Per-endpoint shares", "<path"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "<?xml") {
+		t.Error("an SVG kept its XML prologue, which is invalid inside HTML")
+	}
+	// Self-contained: nothing is loaded from elsewhere. The SVG namespace
+	// names (xmlns) are identifiers, not references.
+	external := regexp.MustCompile(`(?i)<script|<link|<iframe|<img|\b(src|href|xlink:href)\s*=|url\(|@import`)
+	if m := external.FindString(page); m != "" {
+		t.Errorf("page references something outside itself: %q", m)
+	}
+	withoutNS := regexp.MustCompile(`xmlns(:xlink)?="http://www.w3.org/[^"]*"`).ReplaceAllString(page, "")
+	if loc := regexp.MustCompile(`(?i)(https?|ftp|file)://`).FindStringIndex(withoutNS); loc != nil {
+		i := loc[0]
+		t.Errorf("page holds a URL: %q", withoutNS[max(0, i-40):min(len(withoutNS), i+60)])
+	}
+}
+
+func TestWriteHTMLEmptyResult(t *testing.T) {
+	var buf bytes.Buffer
+	r := &Result{RunID: "empty", Modes: []ModeResult{{Name: "ipvs", Mode: "ipvs", Skipped: "no IPVS"}}}
+	if err := WriteHTML(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "<svg") {
+		t.Error("a run without measurements has charts")
+	}
+}
+
+// TestWriteHTMLInChromium loads the page in headless Chromium and checks
+// that the browser's DOM holds every chart.
+func TestWriteHTMLInChromium(t *testing.T) {
+	const chromium = "/usr/bin/chromium"
+	if _, err := os.Stat(chromium); err != nil {
+		t.Skipf("headless browser check needs %s (apt-get install chromium): %v", chromium, err)
+	}
+	if testing.Short() {
+		t.Skip("starts a browser; skipped with -short")
+	}
+	dir := t.TempDir()
+	page := filepath.Join(dir, "report.html")
+	if err := os.WriteFile(page, []byte(renderHTML(t)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+		"--disable-component-update", "--disable-sync", "--no-first-run", "--user-data-dir=" + filepath.Join(dir, "profile")}
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, chromium, append(args, "--dump-dom", "file://"+page)...)
+	cmd.Stderr = &stderr
+	dom, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium --dump-dom: %v\n%s", err, stderr.String())
+	}
+	if got := strings.Count(string(dom), "<svg"); got != wantCharts {
+		t.Errorf("the browser's DOM has %d <svg> elements, want %d", got, wantCharts)
+	}
+	if got := strings.Count(string(dom), "<figcaption>"); got != wantCharts {
+		t.Errorf("the browser's DOM has %d captions, want %d", got, wantCharts)
+	}
+	if !strings.Contains(string(dom), "<table>") {
+		t.Error("the browser's DOM has no table")
+	}
+
+	png := filepath.Join(dir, "report.png")
+	cmd = exec.CommandContext(ctx, chromium, append(args, "--screenshot="+png, "--window-size=1200,3000", "file://"+page)...)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium --screenshot: %v\n%s", err, stderr.String())
+	}
+	st, err := os.Stat(png)
+	if err != nil || st.Size() < 10_000 {
+		t.Errorf("screenshot %s missing or nearly empty (%v)", png, err)
+	}
+	if keep := os.Getenv("KPSIM_SCREENSHOT"); keep != "" {
+		data, _ := os.ReadFile(png)
+		_ = os.WriteFile(keep, data, 0o644)
+	}
+}

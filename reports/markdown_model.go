@@ -1,0 +1,274 @@
+package reports
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// The Markdown and HTML reports render the same content: the facts about
+// the environment, a few tables and the notes on how every figure was
+// obtained. They are built here once, from the result schema only, so the
+// two formats cannot drift apart.
+
+// fact is one line of a report's header.
+type fact struct{ Name, Value string }
+
+// reportTable is a titled table of text cells.
+type reportTable struct {
+	Title  string
+	Header []string
+	Rows   [][]string
+	// Notes follow the table (failed modes, the host diff, ...).
+	Notes []string
+}
+
+// methodNote says how one column or figure was obtained.
+type methodNote struct{ What, How string }
+
+// MethodNotes say how the summary's figures were obtained. Every report
+// format prints them; the wording is the terminal summary's.
+var methodNotes = []methodNote{
+	{"syncs, first sync, p50..max", "every sync's exact duration, the change of kube-proxy's own " +
+		"kubeproxy_sync_proxy_rules_duration_seconds histogram sum between polls 5 ms apart (full vs partial " +
+		"from the sync_full/sync_partial histograms); quantiles are " + SummaryMethod + ". " +
+		"When several syncs end between two polls their summed duration is split evenly."},
+	{"prog. latency, kube-proxy", "its kubeproxy_network_programming_duration_seconds histogram (sum / count), " +
+		"fed by the last-change-trigger-time annotation kpsim stamps on every EndpointSlice write; " +
+		"the histogram keeps only a count and a sum, so only the mean is exact."},
+	{"prog. latency, end to end", "for up to 10 sampled mutations per churn step, the time from that trigger " +
+		"time until real connections to the ClusterIP first reach a new ready endpoint, or stop reaching a " +
+		"flapped one (absent from enough consecutive probes to be seen with probability 0.999 if present); " +
+		"resolution one probe batch (about 2-3 ms), in result.json per sample."},
+	{"rules", "counted from iptables-save / nft -j list ruleset (and ipvsadm / ipset for IPVS) in the node " +
+		"namespace after the first sync and at the end of the run; the raw dumps are saved beside result.json."},
+	{"probes", "real connections (each a new socket and source port) from a fake client pod, an outside " +
+		"client or the node through the node's kernel, answered by fake pods that name the endpoint they are; " +
+		"stray = replies from an endpoint the API state and kube-proxy's semantics do not allow for that probe."},
+	{"distribution", "per probe step: Pearson chi-square of per-endpoint counts against equal shares of the " +
+		"eligible endpoints, Holm-corrected across Services, plus a test pooled by chain position; the " +
+		"probe count comes from a power calculation (power 0.9 for +20% on one endpoint and +2% at one " +
+		"position) unless the scenario sets it; rule-implied shares are computed exactly from the live rules."},
+	{"oracle", "after churn, the node's dataplane, normalized, against what a fresh proxier of the same mode " +
+		"builds from the final API state in one full sync in a second node process."},
+	{"cpu, max rss", "getrusage(2) of the node process (cpu includes the programs it ran, e.g. iptables-restore)."},
+}
+
+// comparabilityNote is the design's rule on timings.
+const comparabilityNote = "A timing is only comparable with a timing taken on the same kernel and machine " +
+	"(and, to be safe, in the same run): compare modes within one report, not across reports from different machines."
+
+func reportFacts(r *Result) []fact {
+	env := r.Environment
+	facts := []fact{
+		{"run", r.RunID},
+		{"scenario", fmt.Sprintf("%s (%s), seed %d", r.Scenario.Name, r.Scenario.File, r.Scenario.Seed)},
+		{"scenario sha256", r.Scenario.SHA256},
+		{"kernel", fmt.Sprintf("%s (%s)", env.KernelRelease, env.Kernel)},
+		{"cpus", fmt.Sprint(env.CPUs)},
+		{"kube-proxy", env.KubeProxyVersion},
+		{"go", env.GoVersion},
+	}
+	if !r.Started.IsZero() {
+		when := r.Started.UTC().Format(time.RFC3339)
+		if !r.Finished.IsZero() {
+			when += fmt.Sprintf(" (took %s)", r.Finished.Sub(r.Started).Round(time.Second))
+		}
+		facts = append(facts, fact{"started", when})
+	}
+	facts = append(facts, fact{"host namespace", hostVerdict(r.Host)})
+	verdict := "FAILED (a mode failed or an expectation was missed)"
+	if r.Passed {
+		verdict = "passed"
+	}
+	return append(facts, fact{"verdict", verdict})
+}
+
+func hostVerdict(h HostCheck) string {
+	switch {
+	case !h.Checked:
+		return "not checked: " + firstLine(h.Error)
+	case h.Unchanged:
+		return "unchanged (before/after snapshot of rules, links and sysctls)"
+	}
+	return "CHANGED during the run"
+}
+
+// reportTables are the tables every report format shows, in order.
+func reportTables(r *Result) []reportTable {
+	tables := []reportTable{syncTable(r), programmingTable(r)}
+	if rt := rulesTable(r); len(rt.Rows) > 0 {
+		tables = append(tables, rt)
+	}
+	if len(r.Expectations) > 0 {
+		tables = append(tables, expectationsTable(r))
+	}
+	return tables
+}
+
+func modeLabel(m *ModeResult) string {
+	if m.Error != "" {
+		return m.Name + " (FAILED)"
+	}
+	return m.Name
+}
+
+// skippedRow stands for a mode that did not run; the reason, often long,
+// goes in a note under the first table (why).
+func skippedRow(t *reportTable, m *ModeResult, why bool) {
+	row := make([]string, len(t.Header))
+	row[0], row[1] = m.Name, "skipped"
+	if why {
+		row[1] = "skipped (see below)"
+		t.Notes = append(t.Notes, fmt.Sprintf("%s skipped: %s", m.Name, m.Skipped))
+	}
+	t.Rows = append(t.Rows, row)
+}
+
+func syncTable(r *Result) reportTable {
+	t := reportTable{
+		Title:  "Syncs",
+		Header: []string{"mode", "first sync", "syncs (full/partial)", "p50", "p90", "p99", "max", "partial p50", "cpu", "max rss"},
+	}
+	for i := range r.Modes {
+		m := &r.Modes[i]
+		if m.Skipped != "" {
+			skippedRow(&t, m, true)
+			continue
+		}
+		first := "-"
+		if f := m.FirstSync(); f != nil {
+			first = seconds(f.Seconds)
+		}
+		full, partial := true, false
+		ps := m.SyncSeconds(&partial)
+		sm := Summarize(m.SyncSeconds(nil))
+		t.Rows = append(t.Rows, []string{modeLabel(m), first,
+			fmt.Sprintf("%d (%d/%d)", sm.Count, len(m.SyncSeconds(&full)), len(ps)),
+			seconds(sm.P50), seconds(sm.P90), seconds(sm.P99), seconds(sm.Max), seconds(Summarize(ps).P50),
+			fmt.Sprintf("%.1fs", m.Resources.CPUSeconds+m.Resources.ChildCPUSeconds),
+			fmt.Sprintf("%d MB", m.Resources.MaxRSSBytes>>20)})
+		if m.Error != "" {
+			t.Notes = append(t.Notes, fmt.Sprintf("%s failed: %s", m.Name, firstLine(m.Error)))
+		}
+	}
+	return t
+}
+
+func programmingTable(r *Result) reportTable {
+	t := reportTable{
+		Title:  "Network programming, rules and traffic",
+		Header: []string{"mode", "prog. latency: kube-proxy mean (n)", "end-to-end p50/p99 (n)", "rules", "probes ok/sent (stray)", "oracle"},
+	}
+	for i := range r.Modes {
+		m := &r.Modes[i]
+		if m.Skipped != "" {
+			skippedRow(&t, m, false)
+			continue
+		}
+		np := "-"
+		if m.NetworkProgramming.Count > 0 {
+			np = fmt.Sprintf("%s (%d)", seconds(m.NetworkProgramming.MeanSeconds), m.NetworkProgramming.Count)
+		}
+		e2e := "-"
+		if xs := m.EndToEndSeconds(); len(xs) > 0 {
+			es := Summarize(xs)
+			e2e = fmt.Sprintf("%s/%s (%d)", seconds(es.P50), seconds(es.P99), es.Count)
+		}
+		if failed := len(m.EndToEnd) - len(m.EndToEndSeconds()); failed > 0 {
+			e2e += fmt.Sprintf(", %d unsettled or superseded", failed)
+		}
+		sent, ok, stray := 0, 0, 0
+		for _, p := range m.Probes {
+			sent += p.Sent
+			ok += p.OK
+			stray += p.Stray
+		}
+		probes := "-"
+		if sent > 0 {
+			probes = fmt.Sprintf("%d/%d (%d)", ok, sent, stray)
+		}
+		t.Rows = append(t.Rows, []string{modeLabel(m), np, e2e, headlineRules(m.Rules), probes, oracleVerdict(m.Oracle)})
+	}
+	return t
+}
+
+func oracleVerdict(o *Oracle) string {
+	switch {
+	case o == nil:
+		return "-"
+	case !o.Checked:
+		return "not checked: " + firstLine(o.Error)
+	case o.Equal:
+		return fmt.Sprintf("equal (%d lines)", o.Lines)
+	}
+	n := 0
+	for _, l := range strings.Split(o.Diff, "\n") {
+		if strings.HasPrefix(l, "-") || strings.HasPrefix(l, "+") {
+			n++
+		}
+	}
+	return fmt.Sprintf("DIFFERENT (%d of %d lines)", n, o.Lines)
+}
+
+// rulesTable has one row per rule count key and one column per mode that
+// ran; a count that changed since the first sync shows both.
+func rulesTable(r *Result) reportTable {
+	t := reportTable{Title: "Rules at the end (after the first sync)", Header: []string{"count"}}
+	keys := map[string]bool{}
+	var modes []*ModeResult
+	for i := range r.Modes {
+		m := &r.Modes[i]
+		if m.Skipped != "" || (len(m.Rules) == 0 && len(m.RulesAfterFirstSync) == 0) {
+			continue
+		}
+		modes = append(modes, m)
+		t.Header = append(t.Header, m.Name)
+		for k := range m.Rules {
+			keys[k] = true
+		}
+		for k := range m.RulesAfterFirstSync {
+			keys[k] = true
+		}
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	for _, k := range sorted {
+		row := []string{k}
+		for _, m := range modes {
+			end, okEnd := m.Rules[k]
+			first, okFirst := m.RulesAfterFirstSync[k]
+			cell := "-"
+			switch {
+			case okEnd && okFirst && end != first:
+				cell = fmt.Sprintf("%d (%d)", end, first)
+			case okEnd:
+				cell = fmt.Sprint(end)
+			case okFirst:
+				cell = fmt.Sprintf("- (%d)", first)
+			}
+			row = append(row, cell)
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+func expectationsTable(r *Result) reportTable {
+	t := reportTable{Title: "Expectations", Header: []string{"expectation", "mode", "want", "got", "verdict", "detail"}}
+	for _, e := range r.Expectations {
+		verdict := "MISSED"
+		if e.Passed {
+			verdict = "ok"
+		}
+		t.Rows = append(t.Rows, []string{e.Name, e.Mode, e.Want, e.Got, verdict, firstLine(e.Detail)})
+	}
+	if r.Host.Checked && !r.Host.Unchanged {
+		t.Notes = append(t.Notes, "THE HOST CHANGED during the run:\n"+r.Host.Diff)
+	}
+	return t
+}
