@@ -15,7 +15,8 @@ KUBE_VERSION ?= v1.37.1
 # qemu-system-x86 and busybox-static run nodes in a VM (IPVS: the host kernel
 # may lack it); the VM boots a Debian kernel package fetched with apt-get
 # download, never installed.
-DEB_PACKAGES := iptables nftables ipset conntrack iproute2 qemu-system-x86 busybox-static
+# chromium renders report.html in the HTML test (skipped without it).
+DEB_PACKAGES := iptables nftables ipset conntrack iproute2 qemu-system-x86 busybox-static chromium
 FUZZTIME ?= 2m
 RUN_FLAGS ?=
 

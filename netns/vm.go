@@ -63,7 +63,14 @@ type VMOptions struct {
 	OutputDiskMiB int
 	// KeepWorkDir keeps the work directory for debugging.
 	KeepWorkDir bool
+	// OutputDir, if set, receives the files the node wrote under
+	// GuestFilesDir in the guest (dumps, saved state), once the VM ended.
+	OutputDir string
 }
+
+// GuestFilesDir is where a node in a VM writes files meant for the host
+// (VMOptions.OutputDir).
+const GuestFilesDir = "/out/files"
 
 // VMInfo describes how a VM node ran.
 type VMInfo struct {
@@ -618,6 +625,9 @@ func (n *VMNode) collect(disk string, c *vmConsole) error {
 	}
 	n.copyTo(n.opts.Stdout, files["stdout"])
 	n.copyTo(n.opts.Stderr, files["stderr"])
+	if err := n.saveFiles(files); err != nil {
+		return err
+	}
 	res := n.result
 	var result *wireMsg
 	var badLine error
@@ -649,6 +659,32 @@ func (n *VMNode) collect(disk string, c *vmConsole) error {
 	default:
 		return fmt.Errorf("ended without a result (guest exit code %d)", n.exitCode)
 	}
+}
+
+// saveFiles copies the guest's files/ entries into OutputDir, refusing
+// names that would leave it.
+func (n *VMNode) saveFiles(files map[string][]byte) error {
+	if n.opts.OutputDir == "" {
+		return nil
+	}
+	prefix := strings.TrimPrefix(GuestFilesDir, "/out/") + "/"
+	for name, data := range files {
+		rel, ok := strings.CutPrefix(name, prefix)
+		if !ok || rel == "" {
+			continue
+		}
+		if !filepath.IsLocal(rel) {
+			return fmt.Errorf("guest output file %q escapes the output directory", name)
+		}
+		dst := filepath.Join(n.opts.OutputDir, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(dst, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (n *VMNode) copyTo(w io.Writer, b []byte) {

@@ -79,6 +79,9 @@ type ModeResult struct {
 	Error string `json:"error,omitempty"`
 	// Skipped says why the mode did not run on this machine.
 	Skipped string `json:"skipped,omitempty"`
+	// Placement says where the node ran: timings from a VM are only
+	// comparable with timings from the same VM kernel and accelerator.
+	Placement *Placement `json:"placement,omitempty"`
 
 	Steps []StepResult `json:"steps"`
 	// Syncs is every sync of the proxier, in order.
@@ -222,6 +225,21 @@ type Resources struct {
 	ChildCPUSeconds float64 `json:"childCPUSeconds"`
 	// MaxRSSBytes is the node process's peak resident set size.
 	MaxRSSBytes int64 `json:"maxRSSBytes"`
+}
+
+// Placement is where a mode's node ran.
+type Placement struct {
+	// Kernel is "host" (Environment's kernel) or "vm".
+	Kernel string `json:"kernel"`
+	// For a VM: its kernel, the accelerator ("kvm", or "tcg": software
+	// emulation, program starts about 35x and kernel work 8-10x slower
+	// than on the host) and why KVM was not used.
+	KernelRelease string  `json:"kernelRelease,omitempty"`
+	KernelPackage string  `json:"kernelPackage,omitempty"`
+	Accel         string  `json:"accel,omitempty"`
+	AccelNote     string  `json:"accelNote,omitempty"`
+	BootSeconds   float64 `json:"bootSeconds,omitempty"`
+	TotalSeconds  float64 `json:"totalSeconds,omitempty"`
 }
 
 // LatencySample is one end-to-end network programming measurement.

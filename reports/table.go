@@ -27,6 +27,9 @@ func WriteSummary(w io.Writer, r *Result) error {
 			continue
 		}
 		row := []string{m.Name}
+		if pl := m.Placement; pl != nil && pl.Kernel == "vm" {
+			row[0] += fmt.Sprintf(" [vm %s, %s]", pl.KernelRelease, pl.Accel)
+		}
 		if m.Error != "" {
 			row[0] += " (FAILED)"
 		}
@@ -84,6 +87,12 @@ func WriteSummary(w io.Writer, r *Result) error {
 		}
 		if err := et.Render(); err != nil {
 			return err
+		}
+	}
+	for _, m := range r.Modes {
+		if pl := m.Placement; pl != nil && pl.Kernel == "vm" {
+			fmt.Fprintf(w, "%s ran in a VM (kernel %s, %s%s, boot %.1fs): its timings are only comparable with other modes of the same VM.\n",
+				m.Name, pl.KernelRelease, pl.Accel, map[bool]string{true: ": software emulation, about 10-35x slower than the host", false: ""}[pl.Accel == "tcg"], pl.BootSeconds)
 		}
 	}
 	if r.Host.Checked && !r.Host.Unchanged {

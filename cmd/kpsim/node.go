@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"sort"
 	"syscall"
@@ -37,8 +38,8 @@ type nodeInput struct {
 	// OutDir is the run directory, for dumps.
 	OutDir string `json:"outDir"`
 	// OracleState, when set, makes this node the after-churn oracle: a
-	// fresh proxier built from the API state saved in this file.
-	OracleState string `json:"oracleState,omitempty"`
+	// fresh proxier built from this API state (saved by the run's node).
+	OracleState []byte `json:"oracleState,omitempty"`
 }
 
 // Progress events the node emits.
@@ -71,7 +72,12 @@ func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
 	}
 	res := &reports.ModeResult{Name: ms.Name, Mode: ms.Mode, Backend: ms.Backend}
 	n := &node{env: env, s: s, ms: ms, res: res, outDir: in.OutDir}
-	if in.OracleState != "" {
+	if n.outDir != "" {
+		if err := os.MkdirAll(n.outDir, 0o755); err != nil {
+			return err
+		}
+	}
+	if len(in.OracleState) > 0 {
 		if err := n.runOracle(ctx, in.OracleState); err != nil {
 			res.Error = err.Error()
 		}

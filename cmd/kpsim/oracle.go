@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/kpsim/kpsim/netns"
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/reports"
 	"github.com/kpsim/kpsim/scenarios"
@@ -68,11 +69,7 @@ func saveAPIState(ctx context.Context, c kubernetes.Interface, path string) erro
 
 // runOracle builds a fresh proxier from the saved API state, waits
 // for its first sync and saves its dataplane as <mode>.oracle.*.
-func (n *node) runOracle(ctx context.Context, statePath string) error {
-	data, err := os.ReadFile(statePath)
-	if err != nil {
-		return fmt.Errorf("reading the final API state: %w", err)
-	}
+func (n *node) runOracle(ctx context.Context, data []byte) error {
 	var st apiState
 	if err := json.Unmarshal(data, &st); err != nil {
 		return fmt.Errorf("decoding the final API state: %w", err)
@@ -166,10 +163,17 @@ func readGzip(path string) (string, error) {
 }
 
 // runOracleMode starts the oracle node for one mode and compares.
-func runOracleMode(ctx context.Context, stderr io.Writer, s *scenarios.Scenario, file string, data []byte, m scenarios.ModeSpec, runID, dir string) reports.Oracle {
-	in := nodeInput{ScenarioFile: file, ScenarioYAML: data, Mode: m.Name, OutDir: dir, OracleState: finalStatePath(dir, m.Name)}
+func runOracleMode(ctx context.Context, stderr io.Writer, s *scenarios.Scenario, file string, data []byte, m scenarios.ModeSpec, runID, dir string, vm bool) reports.Oracle {
+	state, err := os.ReadFile(finalStatePath(dir, m.Name))
+	if err != nil {
+		return reports.Oracle{Error: "the run saved no final API state: " + err.Error()}
+	}
+	in := nodeInput{ScenarioFile: file, ScenarioYAML: data, Mode: m.Name, OutDir: dir, OracleState: state}
+	if vm {
+		in.OutDir = netns.GuestFilesDir
+	}
 	fmt.Fprintf(stderr, "%s: oracle: a fresh proxier from the final API state\n", m.Name)
-	mr := startNode(ctx, stderr, s, in, m, runID, dir, m.Name+".oracle.node.log")
+	mr := startNode(ctx, stderr, s, in, m, runID, dir, m.Name+".oracle.node.log", vm)
 	if mr.Error != "" {
 		return reports.Oracle{Error: "the oracle's proxier failed: " + mr.Error}
 	}

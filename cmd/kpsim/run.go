@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -53,16 +54,13 @@ expectation of the scenario was missed.`,
 	cmd.Flags().StringSliceVar(&o.modes, "modes", nil, "mode entries to run, by entry name (iptables-legacy) or mode (iptables); default: the scenario's")
 	cmd.Flags().StringSliceVar(&o.backends, "iptables-backend", nil, "run every iptables mode entry with each of these backends (legacy, nft) instead of the scenario's")
 	cmd.Flags().StringVar(&o.out, "out", "", "run directory (default results/<run-id>)")
-	cmd.Flags().StringVar(&o.kernel, "kernel", "host", "where to run the node: host (the VM runner is not built yet)")
+	cmd.Flags().StringVar(&o.kernel, "kernel", "auto", "where nodes run: auto (the host, or a VM for a mode the host kernel lacks), host, or vm (every mode in a VM, so the modes share one kernel)")
 	return cmd
 }
 
 func runScenario(ctx context.Context, stdout, stderr io.Writer, file string, o runOptions) error {
-	if o.kernel != "host" {
-		if o.kernel == "vm" {
-			return environment(errors.New("--kernel vm: the VM runner is not built yet; only --kernel host runs"))
-		}
-		return badInput(fmt.Errorf("--kernel %q: want host or vm", o.kernel))
+	if o.kernel != "host" && o.kernel != "vm" && o.kernel != "auto" {
+		return badInput(fmt.Errorf("--kernel %q: want auto, host or vm", o.kernel))
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -80,17 +78,33 @@ func runScenario(ctx context.Context, stdout, stderr io.Writer, file string, o r
 		return err
 	}
 
-	// Every mode must be runnable, or say why, before anything is created.
+	// Every mode must be runnable, here or in a VM, before anything is
+	// created. A mode the host kernel lacks goes to a VM; --kernel vm
+	// sends every mode there, so modes compared run on one kernel.
 	host := proxier.ProbeHost()
-	var skipped = map[string]string{}
+	placement := map[string]string{}
 	for _, m := range modes {
 		a := host.Check(m.Mode, m.Backend)
 		switch {
+		case o.kernel == "vm":
+			placement[m.Name] = "vm"
 		case a.OK:
-		case m.Mode == scenarios.ModeIPVS:
-			skipped[m.Name] = a.Reason + "; the VM runner that gives IPVS a kernel is not built yet"
+			placement[m.Name] = "host"
+		case o.kernel == "auto" && strings.Contains(a.Reason, "kernel"):
+			placement[m.Name] = "vm"
+			fmt.Fprintf(stderr, "%s: %s: running it in a VM\n", m.Name, a.Reason)
 		default:
 			return environment(fmt.Errorf("mode %s cannot run here: %s (fix: %s)", m.Name, a.Reason, a.Fix))
+		}
+	}
+	for name, where := range placement {
+		if where != "vm" {
+			continue
+		}
+		for _, tool := range []string{"qemu-system-x86_64", "busybox"} {
+			if _, err := exec.LookPath(tool); err != nil {
+				return environment(fmt.Errorf("mode %s needs a VM, and %s is missing (fix: sudo make deps, or apt-get install -y --no-install-recommends qemu-system-x86 busybox-static)", name, tool))
+			}
 		}
 	}
 	if !host.Root {
@@ -125,12 +139,7 @@ func runScenario(ctx context.Context, stdout, stderr io.Writer, file string, o r
 
 	before, snapErr := netns.TakeHostSnapshot()
 	for _, m := range modes {
-		if reason, ok := skipped[m.Name]; ok {
-			fmt.Fprintf(stderr, "%s: skipped: %s\n", m.Name, reason)
-			res.Modes = append(res.Modes, reports.ModeResult{Name: m.Name, Mode: m.Mode, Backend: m.Backend, Skipped: reason})
-			continue
-		}
-		res.Modes = append(res.Modes, runMode(ctx, stderr, s, file, data, m, runID, dir))
+		res.Modes = append(res.Modes, runMode(ctx, stderr, s, file, data, m, runID, dir, placement[m.Name] == "vm"))
 		if ctx.Err() != nil {
 			break
 		}
@@ -227,11 +236,14 @@ func selectModes(s *scenarios.Scenario, o runOptions) ([]scenarios.ModeSpec, err
 
 // runMode runs one mode entry in its own node process, then, when the
 // scenario churns or asks for it, the after-churn oracle.
-func runMode(ctx context.Context, stderr io.Writer, s *scenarios.Scenario, file string, data []byte, m scenarios.ModeSpec, runID, dir string) reports.ModeResult {
+func runMode(ctx context.Context, stderr io.Writer, s *scenarios.Scenario, file string, data []byte, m scenarios.ModeSpec, runID, dir string, vm bool) reports.ModeResult {
 	in := nodeInput{ScenarioFile: file, ScenarioYAML: data, Mode: m.Name, OutDir: dir}
-	mr := startNode(ctx, stderr, s, in, m, runID, dir, m.Name+".node.log")
+	if vm {
+		in.OutDir = netns.GuestFilesDir
+	}
+	mr := startNode(ctx, stderr, s, in, m, runID, dir, m.Name+".node.log", vm)
 	if mr.Error == "" && wantsOracle(s) && ctx.Err() == nil {
-		o := runOracleMode(ctx, stderr, s, file, data, m, runID, dir)
+		o := runOracleMode(ctx, stderr, s, file, data, m, runID, dir, vm)
 		mr.Oracle = &o
 	}
 	return mr
@@ -251,8 +263,17 @@ func wantsOracle(s *scenarios.Scenario) bool {
 	return false
 }
 
+// nodeHandle is what the orchestrator needs of a node, on the host
+// (netns.NodeProcess) or in a VM (netns.VMNode).
+type nodeHandle interface {
+	Send(v any) error
+	CloseInput() error
+	Events() <-chan netns.Event
+	Kill() error
+}
+
 // startNode runs one node process with input in and returns its result.
-func startNode(ctx context.Context, stderr io.Writer, s *scenarios.Scenario, in nodeInput, m scenarios.ModeSpec, runID, dir, logName string) reports.ModeResult {
+func startNode(ctx context.Context, stderr io.Writer, s *scenarios.Scenario, in nodeInput, m scenarios.ModeSpec, runID, dir, logName string, vm bool) reports.ModeResult {
 	fail := func(err error) reports.ModeResult {
 		return reports.ModeResult{Name: m.Name, Mode: m.Mode, Backend: m.Backend, Error: err.Error()}
 	}
@@ -266,22 +287,49 @@ func startNode(ctx context.Context, stderr io.Writer, s *scenarios.Scenario, in 
 	nodeIP := netip.MustParseAddr(s.Spec.Cluster.Node.IP)
 	lb, _ := netip.ParsePrefix(s.Spec.Cluster.LoadBalancerCIDR)
 	started := time.Now()
-	p, err := netns.StartNode(ctx, netns.NodeOptions{
-		Name: nodeMainName,
-		Config: netns.NodeConfig{
-			RunID:          runID,
-			NodeIP:         netip.PrefixFrom(nodeIP, 24),
-			ExternalRoutes: []netip.Prefix{lb},
-		},
-		Stdout: logFile,
-		Stderr: logFile,
-	})
-	if err != nil {
-		return fail(err)
+	cfg := netns.NodeConfig{
+		RunID:          runID,
+		NodeIP:         netip.PrefixFrom(nodeIP, 24),
+		ExternalRoutes: []netip.Prefix{lb},
+	}
+	var (
+		p         nodeHandle
+		wait      func() (*netns.NodeResult, error)
+		placement = &reports.Placement{Kernel: "host"}
+	)
+	if vm {
+		fmt.Fprintf(stderr, "%s: booting a VM (the first boot builds the initramfs)\n", m.Name)
+		vn, err := netns.StartVMNode(ctx, netns.VMOptions{Name: nodeMainName, Config: cfg, Stdout: logFile, Stderr: logFile, OutputDir: dir})
+		if err != nil {
+			return fail(err)
+		}
+		p = vn
+		wait = func() (*netns.NodeResult, error) {
+			vr, err := vn.Wait()
+			if vr == nil {
+				return nil, err
+			}
+			info := vr.VM
+			placement = &reports.Placement{Kernel: "vm", KernelRelease: info.KernelVersion, KernelPackage: info.KernelPackage,
+				Accel: info.Accel, AccelNote: info.AccelNote, BootSeconds: info.BootSeconds, TotalSeconds: info.TotalSeconds}
+			return &vr.NodeResult, err
+		}
+	} else {
+		np, err := netns.StartNode(ctx, netns.NodeOptions{Name: nodeMainName, Config: cfg, Stdout: logFile, Stderr: logFile})
+		if err != nil {
+			return fail(err)
+		}
+		p, wait = np, np.Wait
 	}
 	if err := p.Send(in); err != nil {
 		_ = p.Kill()
 		return fail(err)
+	}
+	if vm {
+		if err := p.CloseInput(); err != nil {
+			_ = p.Kill()
+			return fail(err)
+		}
 	}
 	go func() {
 		for ev := range p.Events() {
@@ -296,7 +344,7 @@ func startNode(ctx context.Context, stderr io.Writer, s *scenarios.Scenario, in 
 			}
 		}
 	}()
-	nr, waitErr := p.Wait()
+	nr, waitErr := wait()
 	var mr reports.ModeResult
 	if nr != nil && len(nr.Data) > 0 {
 		if err := nr.Decode(&mr); err != nil {
@@ -308,6 +356,7 @@ func startNode(ctx context.Context, stderr io.Writer, s *scenarios.Scenario, in 
 	if mr.Error == "" && waitErr != nil {
 		mr.Error = waitErr.Error()
 	}
+	mr.Placement = placement
 	fmt.Fprintf(stderr, "%s: node done in %s (log: %s)\n", m.Name, time.Since(started).Round(time.Millisecond), logPath)
 	return mr
 }
