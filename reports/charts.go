@@ -34,7 +34,14 @@ const maxShareCharts = 6
 // Charts draws a run's figures: the sync-time distribution per mode, the
 // end-to-end latency samples per mode and the per-endpoint shares of up to
 // six probed Services. A figure with no data is left out.
-func Charts(r *Result) ([]Chart, error) {
+func Charts(r *Result) (_ []Chart, err error) {
+	// gonum/plot panics on some degenerate inputs (a log axis whose range
+	// reaches 0); a report must fail with an error, never crash.
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("drawing charts: %v", p)
+		}
+	}()
 	var charts []Chart
 	for _, f := range []func(*Result) ([]Chart, error){syncChart, latencyChart, shareCharts} {
 		cs, err := f(r)
@@ -80,12 +87,14 @@ func syncChart(r *Result) ([]Chart, error) {
 	p.Legend.XOffs = -vg.Points(8)
 	p.Legend.YOffs = vg.Points(8)
 	var ns []string
+	lo, hi := math.Inf(1), math.Inf(-1)
 	for i, m := range measured(r) {
 		xs := positiveFinite(m.SyncSeconds(nil))
 		if len(xs) == 0 {
 			continue
 		}
 		sort.Float64s(xs)
+		lo, hi = math.Min(lo, xs[0]), math.Max(hi, xs[len(xs)-1])
 		pts := make(plotter.XYs, 0, len(xs)+1)
 		pts = append(pts, plotter.XY{X: xs[0], Y: 0})
 		for j, x := range xs {
@@ -106,6 +115,9 @@ func syncChart(r *Result) ([]Chart, error) {
 	if len(ns) == 0 {
 		return nil, nil
 	}
+	// An explicit positive range: with one sync (or equal ones) plot would
+	// widen a zero-width range by ±1, past 0 on a log axis.
+	p.X.Min, p.X.Max = lo/1.5, hi*1.5
 	p.Add(plotter.NewGrid())
 	svg, err := renderSVG(p, 7*vg.Inch, 4*vg.Inch)
 	if err != nil {

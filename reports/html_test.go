@@ -120,3 +120,16 @@ func TestWriteHTMLInChromium(t *testing.T) {
 		_ = os.WriteFile(keep, data, 0o644)
 	}
 }
+
+// A run with a single sync (or all syncs equal) once made gonum/plot
+// panic on the log axis; it must render.
+func TestChartsSingleSync(t *testing.T) {
+	r := &Result{SchemaVersion: SchemaVersion, Modes: []ModeResult{{Name: "nftables", Mode: "nftables", Syncs: []Sync{{Seconds: 0.05, Full: true, Merged: 1}}}}}
+	charts, err := Charts(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(charts) == 0 || !bytes.Contains(charts[0].SVG, []byte("<svg")) {
+		t.Errorf("no sync chart: %+v", charts)
+	}
+}
