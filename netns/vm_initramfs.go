@@ -40,7 +40,7 @@ var vmModules = []vmModule{
 	{name: "ip6_tables"}, {name: "ip6table_nat"}, {name: "ip6table_filter"}, {name: "ip6table_mangle"}, {name: "ip6table_raw"},
 	{name: "xt_comment"}, {name: "xt_mark"}, {name: "xt_conntrack"}, {name: "xt_statistic"}, {name: "xt_addrtype"},
 	{name: "xt_multiport"}, {name: "xt_MASQUERADE"}, {name: "xt_set"}, {name: "xt_physdev", optional: true},
-	{name: "xt_tcpudp"}, {name: "xt_nat"}, {name: "xt_REDIRECT"}, {name: "xt_recent"}, {name: "xt_limit"},
+	{name: "xt_tcpudp"}, {name: "xt_nat"}, {name: "xt_REDIRECT"}, {name: "ipt_REJECT"}, {name: "ip6t_REJECT"}, {name: "xt_recent"}, {name: "xt_limit"},
 	{name: "xt_state"}, {name: "xt_CT"}, {name: "xt_NFLOG", optional: true}, {name: "xt_ipvs", optional: true},
 	// nftables (nftables mode, and iptables-nft through nft_compat).
 	{name: "nf_tables"}, {name: "nft_compat"}, {name: "nft_ct"}, {name: "nft_nat"}, {name: "nft_masq"},

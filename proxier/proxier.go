@@ -42,10 +42,10 @@ const (
 
 // Options configure Start.
 type Options struct {
-	// Mode is "iptables" or "nftables".
+	// Mode is "iptables", "nftables" or "ipvs".
 	Mode string
-	// Backend of the iptables binaries for Mode "iptables": "legacy" or
-	// "nft" (default "legacy"). Must be empty for "nftables".
+	// Backend of the iptables binaries for Mode "iptables" and "ipvs":
+	// "legacy" or "nft" (default "legacy"). Must be empty for "nftables".
 	Backend string
 	// ToolsDir is where iptables mode creates its directory of backend
 	// symlinks (default os.TempDir()). A node process should pass its
@@ -163,12 +163,16 @@ func Start(ctx context.Context, opts Options) (*Proxier, error) {
 		p.provider, p.tools, err = newIPTables(ctx, cfg, opts, detector, recorder, healthz, p.calls)
 	case ModeNFTables:
 		p.provider, p.tools, err = newNFTables(ctx, cfg, opts, detector, recorder, healthz)
+	case ModeIPVS:
+		p.calls = &kernelCalls{}
+		p.provider, p.tools, err = newIPVS(ctx, cfg, opts, detector, recorder, healthz, p.calls)
 	}
 	if err != nil {
 		return nil, err
 	}
 
 	p.rec = newRecorder(defaultGather, v1.IPv4Protocol)
+	p.rec.allFull = opts.Mode == ModeIPVS
 	p.rec.start(ctx)
 	if err := wireInformers(ctx, cfg, opts.Client, p.provider, nodeManager); err != nil {
 		return nil, err
@@ -182,7 +186,7 @@ func Start(ctx context.Context, opts Options) (*Proxier, error) {
 func (opts Options) config() (*kubeproxyconfig.KubeProxyConfiguration, error) {
 	var errs []error
 	switch opts.Mode {
-	case ModeIPTables:
+	case ModeIPTables, ModeIPVS:
 		if opts.Backend != "" && opts.Backend != BackendLegacy && opts.Backend != BackendNFT {
 			errs = append(errs, fmt.Errorf("backend: %q is not %q or %q", opts.Backend, BackendLegacy, BackendNFT))
 		}
@@ -191,7 +195,7 @@ func (opts Options) config() (*kubeproxyconfig.KubeProxyConfiguration, error) {
 			errs = append(errs, fmt.Errorf("backend: %q set, but nftables mode has no iptables backend", opts.Backend))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("mode: %q is not %q or %q", opts.Mode, ModeIPTables, ModeNFTables))
+		errs = append(errs, fmt.Errorf("mode: %q is not %q, %q or %q", opts.Mode, ModeIPTables, ModeNFTables, ModeIPVS))
 	}
 	if opts.Client == nil {
 		errs = append(errs, errors.New("client: nil"))

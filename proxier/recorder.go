@@ -84,6 +84,9 @@ type recorder struct {
 	gather gatherFunc
 	family string // ip_family label value
 	now    func() time.Time
+	// allFull: the proxier observes no full/partial histograms (IPVS),
+	// and every sync is full.
+	allFull bool
 
 	mu        sync.Mutex
 	last      Totals // as of the last recorded sync
@@ -198,13 +201,17 @@ func (r *recorder) poll() {
 		r.pending = after
 	}
 	// Upstream observes the total, then the full or partial histogram: wait
-	// for the second so the sync is classified.
-	if t.FullCount+t.PartialCount < t.SyncCount {
+	// for the second so the sync is classified. The IPVS proxier observes
+	// only the total: every one of its syncs is a full one.
+	if !r.allFull && t.FullCount+t.PartialCount < t.SyncCount {
 		return
 	}
 	n := int(t.SyncCount - r.last.SyncCount)
 	d := seconds(t.SyncSeconds - r.last.SyncSeconds)
 	full := int(t.FullCount - r.last.FullCount)
+	if r.allFull {
+		full = n
+	}
 	// Both are lower bounds on the start; the later is the tighter.
 	start, ok := r.quietAt.Add(-d), t.LastSynced.After(r.last.LastSynced)
 	if s := t.LastSynced.Add(-d); ok && s.After(start) {

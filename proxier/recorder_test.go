@@ -96,6 +96,23 @@ func TestRecorderSyncs(t *testing.T) {
 // TestRecorderGauges: a successful sync takes its start from kube-proxy's
 // last-sync gauge, and WaitForSync returns at once when no change was
 // queued after the last sync began.
+// The IPVS proxier observes only the total histogram: its syncs are
+// recorded (as full ones) without waiting for a classification.
+func TestRecorderAllFull(t *testing.T) {
+	h := fakeHistograms{metricSync: {0, 0}, metricSyncFull: {0, 0}, metricSyncPartial: {0, 0}}
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	r := newRecorder(h.gather, v1.IPv4Protocol)
+	r.allFull = true
+	r.now = clock.now
+	r.poll()
+	h[metricSync] = [2]float64{2, 1.5}
+	r.poll()
+	got := r.Syncs()
+	if len(got) != 1 || !got[0].Full || got[0].FullCount != 2 || got[0].Merged != 2 || got[0].Duration != 1500*time.Millisecond {
+		t.Errorf("syncs = %+v, want one entry of 2 merged full syncs, 1.5s", got)
+	}
+}
+
 func TestRecorderGauges(t *testing.T) {
 	h := fakeHistograms{metricSync: {0, 0}, metricSyncFull: {0, 0}, metricSyncPartial: {0, 0}, metricLastQueued: {1000.0}, metricLastSynced: {0}}
 	clock := &fakeClock{t: time.Unix(1000, 0)}

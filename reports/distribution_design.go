@@ -60,6 +60,8 @@ type ProbePlan struct {
 	// ProbesPerService (at least Design.Power).
 	ServicePower float64 `json:"servicePower"`
 	PooledPower  float64 `json:"pooledPower"`
+
+	serviceCurve, pooledCurve PowerCurve
 }
 
 // PlanProbes computes the probes each service needs. shares holds each
@@ -185,10 +187,19 @@ func PlanProbes(d ProbeDesign, shares [][]float64) (ProbePlan, error) {
 	}
 	plan.PooledProbes = perSvc * m
 	plan.ProbesPerService = max(plan.ServiceProbes, perSvc)
-	n := float64(plan.ProbesPerService)
-	plan.ServicePower = worstA.Power(n)
-	plan.PooledPower = worstB.Power(n)
+	plan.serviceCurve, plan.pooledCurve = worstA, worstB
+	plan.ServicePower, plan.PooledPower = plan.PowerAt(plan.ProbesPerService)
 	return plan, nil
+}
+
+// PowerAt returns the designed skews' power (hardest service and
+// position) when every service gets n probes instead of the planned
+// count: what a scenario that fixes its probe count can detect.
+func (p ProbePlan) PowerAt(n int) (service, pooled float64) {
+	if p.serviceCurve.DF == 0 || p.pooledCurve.DF == 0 {
+		return 0, 0
+	}
+	return p.serviceCurve.Power(float64(n)), p.pooledCurve.Power(float64(n))
 }
 
 // positive counts the shares above zero.

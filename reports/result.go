@@ -287,6 +287,10 @@ type StepDistribution struct {
 	// scenario left it to kpsim.
 	Connections int        `json:"connections"`
 	Plan        *ProbePlan `json:"plan,omitempty"`
+	// ServicePower and PooledPower are the design's skews' power at
+	// Connections (equal to the plan's when kpsim set the count).
+	ServicePower float64 `json:"servicePower,omitempty"`
+	PooledPower  float64 `json:"pooledPower,omitempty"`
 	// Report is the share test over the Services with more than one
 	// eligible endpoint and no session affinity.
 	Report *DistributionReport `json:"report,omitempty"`

@@ -89,6 +89,7 @@ func WriteSummary(w io.Writer, r *Result) error {
 			return err
 		}
 	}
+	writeDesigns(w, r)
 	for _, m := range r.Modes {
 		if pl := m.Placement; pl != nil && pl.Kernel == "vm" {
 			fmt.Fprintf(w, "%s ran in a VM (kernel %s, %s%s, boot %.1fs): its timings are only comparable with other modes of the same VM.\n",
@@ -104,6 +105,27 @@ func WriteSummary(w io.Writer, r *Result) error {
 		fmt.Fprintln(w, "  "+wrap(n.What+": "+n.How, 108, "    "))
 	}
 	return nil
+}
+
+// writeDesigns says, per probe step, what the share tests could detect:
+// the same in every mode, so from the first mode that probed.
+func writeDesigns(w io.Writer, r *Result) {
+	for _, m := range r.Modes {
+		if len(m.Distributions) == 0 {
+			continue
+		}
+		fmt.Fprintln(w, "\nDistribution tests (per probe step):")
+		for _, sd := range m.Distributions {
+			pl := sd.Plan
+			if pl == nil {
+				fmt.Fprintf(w, "  %s: %d connections per Service port, no Service to test shares of\n", sd.Step, sd.Connections)
+				continue
+			}
+			fmt.Fprintf(w, "  %s: %d Services tested, %d connections each; family-wise alpha %g; power %.2f to flag +%.0f%% on one endpoint, %.2f for +%.0f%% at one chain position in every Service (the design asks %.2f, reached at %d each)\n",
+				sd.Step, pl.Services, sd.Connections, pl.Design.Alpha, sd.ServicePower, 100*pl.Design.ServiceExcess, sd.PooledPower, 100*pl.Design.PooledExcess, pl.Design.Power, pl.ProbesPerService)
+		}
+		return
+	}
 }
 
 // headlineRules shows the count a reader of this mode cares about most.

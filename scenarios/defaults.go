@@ -17,7 +17,11 @@ const (
 	DefaultNodeZone         = "zone-a"
 	DefaultNamespace        = "default"
 	DefaultScheduler        = "rr"
-	DefaultSyncTimeout      = 10 * time.Minute
+	// Where a mode's node runs (ModeSpec.Kernel).
+	KernelAuto         = "auto"
+	KernelHost         = "host"
+	KernelVM           = "vm"
+	DefaultSyncTimeout = 10 * time.Minute
 	// DefaultDistributionAlpha is the share tests' family-wise
 	// false-alarm probability.
 	DefaultDistributionAlpha = 0.01
@@ -55,6 +59,7 @@ func Default(s *Scenario) {
 		if m.Mode == ModeIPVS {
 			setString(&m.Scheduler, DefaultScheduler)
 		}
+		setString(&m.Kernel, KernelAuto)
 		if m.Name == "" {
 			switch {
 			case m.Mode == ModeIPTables:

@@ -151,6 +151,12 @@ type ModeSpec struct {
 	Backend string `yaml:"backend,omitempty" json:"backend,omitempty"`
 	// Scheduler is the IPVS scheduler (ipvs mode only). Default rr.
 	Scheduler string `yaml:"scheduler,omitempty" json:"scheduler,omitempty"`
+	// Kernel is where this mode's node runs: auto (the host, or a VM when
+	// the host kernel lacks the mode), host, or vm (a qemu VM on a Debian
+	// kernel; list a mode twice, host and vm, to compare it with a mode
+	// only the VM has on one kernel). kpsim run --kernel host|vm overrides
+	// it for every mode. Default auto.
+	Kernel string `yaml:"kernel,omitempty" json:"kernel,omitempty"`
 	// Proxy overrides spec.proxy for this mode.
 	Proxy ProxyOptions `yaml:"proxy,omitempty" json:"proxy"`
 }

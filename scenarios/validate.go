@@ -197,6 +197,9 @@ func (v *validator) modes(p *field.Path) field.ErrorList {
 		} else if m.Mode == ModeIPVS && !slices.Contains(ipvsSchedulers, m.Scheduler) {
 			errs = append(errs, field.NotSupported(mp.Child("scheduler"), m.Scheduler, ipvsSchedulers))
 		}
+		if m.Kernel != KernelAuto && m.Kernel != KernelHost && m.Kernel != KernelVM {
+			errs = append(errs, field.NotSupported(mp.Child("kernel"), m.Kernel, []string{KernelAuto, KernelHost, KernelVM}))
+		}
 		errs = append(errs, v.proxy(mp.Child("proxy"), m.Proxy)...)
 	}
 	return errs

@@ -26,6 +26,13 @@ func (n *node) readDataplane(ctx context.Context, when string) (map[string]int, 
 			return nil, fmt.Errorf("reading nftables rules (%s): %w", when, err)
 		}
 		dumps = append(dumps, d)
+	case scenarios.ModeIPVS:
+		// The IPVS dump holds the iptables rules IPVS mode writes too.
+		d, err := proxier.ReadIPVS(ctx, n.ms.Backend)
+		if err != nil {
+			return nil, fmt.Errorf("reading IPVS, ipset and iptables state (%s): %w", when, err)
+		}
+		dumps = append(dumps, d)
 	default:
 		return nil, fmt.Errorf("no dataplane reader for mode %s", n.ms.Mode)
 	}

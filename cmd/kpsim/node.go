@@ -152,6 +152,9 @@ func (n *node) startProxier(ctx context.Context, client kubernetes.Interface) er
 	if n.ms.Mode == scenarios.ModeNFTables {
 		backend = ""
 	}
+	if n.ms.Mode == scenarios.ModeIPVS {
+		cfg.IPVS.Scheduler = n.ms.Scheduler
+	}
 	n.proxier, err = proxier.Start(ctx, proxier.Options{
 		Mode:        n.ms.Mode,
 		Backend:     backend,

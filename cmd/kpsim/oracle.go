@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -103,48 +104,53 @@ func (n *node) runOracle(ctx context.Context, data []byte) error {
 // compareOracle diffs the main node's final normalized dataplane with the
 // oracle's.
 func compareOracle(dir string, m scenarios.ModeSpec) reports.Oracle {
-	kind := "iptables"
-	if m.Mode == scenarios.ModeNFTables {
-		kind = "nft"
+	// The normalized dumps a mode leaves: IPVS mode also writes iptables
+	// rules, compared like iptables mode's.
+	kinds := []string{"iptables"}
+	switch m.Mode {
+	case scenarios.ModeNFTables:
+		kinds = []string{"nft"}
+	case scenarios.ModeIPVS:
+		kinds = []string{"ipvs", "iptables"}
 	}
-	o := reports.Oracle{
-		Checked: true,
-		Files:   []string{m.Name + ".end." + kind + ".normalized.gz", m.Name + ".oracle." + kind + ".normalized.gz"},
-	}
-	got, err := readGzip(filepath.Join(dir, o.Files[0]))
-	if err == nil {
-		var want string
-		if want, err = readGzip(filepath.Join(dir, o.Files[1])); err == nil {
-			if kind == "iptables" {
-				// Compare what packets can reach; chains nothing jumps to
-				// (left by partial syncs) are reported, not compared.
-				var left, fresh []string
-				got, left = proxier.ReachableIPTables(got)
-				want, fresh = proxier.ReachableIPTables(want)
-				// Chains unreachable in both (kube-proxy's canaries) are
-				// by design; the leftovers are the rest.
-				inFresh := map[string]bool{}
-				for _, c := range fresh {
-					inFresh[c] = true
-				}
-				var leftovers []string
-				for _, c := range left {
-					if !inFresh[c] {
-						leftovers = append(leftovers, c)
+	o := reports.Oracle{Checked: true}
+	var diffs []string
+	for _, kind := range kinds {
+		end, fresh := m.Name+".end."+kind+".normalized.gz", m.Name+".oracle."+kind+".normalized.gz"
+		o.Files = append(o.Files, end, fresh)
+		got, err := readGzip(filepath.Join(dir, end))
+		if err != nil {
+			return reports.Oracle{Error: err.Error(), Files: o.Files}
+		}
+		want, err := readGzip(filepath.Join(dir, fresh))
+		if err != nil {
+			return reports.Oracle{Error: err.Error(), Files: o.Files}
+		}
+		if kind == "iptables" {
+			// Compare what packets can reach; chains nothing jumps to
+			// (left by partial syncs) are reported, not compared.
+			var left, inFresh []string
+			got, left = proxier.ReachableIPTables(got)
+			want, inFresh = proxier.ReachableIPTables(want)
+			// Chains unreachable in both (kube-proxy's canaries) are by
+			// design; the leftovers are the rest.
+			for _, c := range left {
+				if !slices.Contains(inFresh, c) {
+					o.Unreachable++
+					if len(o.UnreachableSample) < 5 {
+						o.UnreachableSample = append(o.UnreachableSample, c)
 					}
 				}
-				o.Unreachable = len(leftovers)
-				o.UnreachableSample = leftovers[:min(len(leftovers), 5)]
-				o.UnreachableInFresh = len(fresh)
 			}
-			o.Diff = proxier.DiffNormalized(want, got)
-			o.Equal = o.Diff == ""
-			o.Lines = strings.Count(got, "\n")
+			o.UnreachableInFresh = len(inFresh)
 		}
+		if d := proxier.DiffNormalized(want, got); d != "" {
+			diffs = append(diffs, kind+":\n"+d)
+		}
+		o.Lines += strings.Count(got, "\n")
 	}
-	if err != nil {
-		o.Checked, o.Error = false, err.Error()
-	}
+	o.Diff = strings.Join(diffs, "\n")
+	o.Equal = o.Diff == ""
 	return o
 }
 

@@ -51,27 +51,30 @@ func (n *node) probe(ctx context.Context, index int, st scenarios.Step) error {
 	}
 
 	sd := reports.StepDistribution{Step: st.Name, Connections: p.Connections}
-	if p.Connections == 0 {
-		// The power calculation sets the count: enough to flag the
-		// design's skews (see reports.ProbeDesign) over the Services that
-		// take a share test.
-		var shares [][]float64
-		for _, t := range targets {
-			if !t.exp.Affinity && len(t.exp.Eligible) > 1 {
-				shares = append(shares, equalShares(len(t.exp.Eligible)))
-			}
+	// The power calculation over the Services that take a share test: it
+	// sets the count when the scenario leaves it to kpsim, and otherwise
+	// says what the scenario's count can detect.
+	var shares [][]float64
+	for _, t := range targets {
+		if !t.exp.Affinity && len(t.exp.Eligible) > 1 {
+			shares = append(shares, equalShares(len(t.exp.Eligible)))
 		}
-		sd.Connections = 100
-		if len(shares) > 0 {
-			design := reports.DefaultProbeDesign()
-			design.Alpha = *n.s.Spec.Expectations.DistributionAlpha
-			plan, err := reports.PlanProbes(design, shares)
-			if err != nil {
-				return fmt.Errorf("planning probes: %w", err)
-			}
-			sd.Plan = &plan
+	}
+	if len(shares) > 0 {
+		design := reports.DefaultProbeDesign()
+		design.Alpha = *n.s.Spec.Expectations.DistributionAlpha
+		plan, err := reports.PlanProbes(design, shares)
+		if err != nil {
+			return fmt.Errorf("planning probes: %w", err)
+		}
+		sd.Plan = &plan
+		if sd.Connections == 0 {
 			sd.Connections = plan.ProbesPerService
 		}
+		sd.ServicePower, sd.PooledPower = plan.PowerAt(sd.Connections)
+	}
+	if sd.Connections == 0 {
+		sd.Connections = 100 // nothing to test the shares of: reachability only
 	}
 	implied, impliedErr := n.impliedShares(ctx)
 	if impliedErr != nil {

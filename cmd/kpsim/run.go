@@ -54,7 +54,7 @@ expectation of the scenario was missed.`,
 	cmd.Flags().StringSliceVar(&o.modes, "modes", nil, "mode entries to run, by entry name (iptables-legacy) or mode (iptables); default: the scenario's")
 	cmd.Flags().StringSliceVar(&o.backends, "iptables-backend", nil, "run every iptables mode entry with each of these backends (legacy, nft) instead of the scenario's")
 	cmd.Flags().StringVar(&o.out, "out", "", "run directory (default results/<run-id>)")
-	cmd.Flags().StringVar(&o.kernel, "kernel", "auto", "where nodes run: auto (the host, or a VM for a mode the host kernel lacks), host, or vm (every mode in a VM, so the modes share one kernel)")
+	cmd.Flags().StringVar(&o.kernel, "kernel", "auto", "where nodes run: auto (each mode entry's kernel field: by default the host, or a VM for a mode the host kernel lacks), host, or vm (every mode in a VM, so the modes share one kernel)")
 	return cmd
 }
 
@@ -85,12 +85,16 @@ func runScenario(ctx context.Context, stdout, stderr io.Writer, file string, o r
 	placement := map[string]string{}
 	for _, m := range modes {
 		a := host.Check(m.Mode, m.Backend)
+		want := m.Kernel
+		if o.kernel != scenarios.KernelAuto {
+			want = o.kernel
+		}
 		switch {
-		case o.kernel == "vm":
+		case want == scenarios.KernelVM:
 			placement[m.Name] = "vm"
 		case a.OK:
 			placement[m.Name] = "host"
-		case o.kernel == "auto" && strings.Contains(a.Reason, "kernel"):
+		case want == scenarios.KernelAuto && strings.Contains(a.Reason, "kernel"):
 			placement[m.Name] = "vm"
 			fmt.Fprintf(stderr, "%s: %s: running it in a VM\n", m.Name, a.Reason)
 		default:
