@@ -116,21 +116,9 @@ func runFixture(t testing.TB, in fixtureInput) fixtureOutput {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	p, err := StartNode(ctx, NodeOptions{Name: fixtureNodeMain})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Kill(); _, _ = p.Wait() })
-	if err := p.Send(in); err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Wait()
-	if err != nil {
-		t.Fatalf("fixture node: %v", err)
-	}
 	var out fixtureOutput
-	if err := res.Decode(&out); err != nil {
-		t.Fatal(err)
+	if err := RunNode(ctx, NodeOptions{Name: fixtureNodeMain}, in, &out); err != nil {
+		t.Fatalf("fixture node: %v", err)
 	}
 	return out
 }

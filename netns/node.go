@@ -460,3 +460,23 @@ func (p *NodeProcess) Wait() (*NodeResult, error) {
 
 // Exited is closed when the node process has exited.
 func (p *NodeProcess) Exited() <-chan struct{} { return p.exited }
+
+// RunNode starts a node, sends it in, waits for it to end and decodes its
+// result into out: the whole life of a node that needs no events. The
+// node is killed if ctx ends first.
+func RunNode(ctx context.Context, opts NodeOptions, in, out any) error {
+	p, err := StartNode(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if err := p.Send(in); err != nil {
+		_ = p.Kill()
+		_, _ = p.Wait()
+		return err
+	}
+	res, err := p.Wait()
+	if err != nil {
+		return err
+	}
+	return res.Decode(out)
+}

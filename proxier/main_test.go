@@ -71,19 +71,7 @@ func runTestNode(t *testing.T, nodeMain string, in, out any) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	p, err := netns.StartNode(ctx, netns.NodeOptions{Name: nodeMain})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Kill(); _, _ = p.Wait() })
-	if err := p.Send(in); err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Wait()
-	if err != nil {
+	if err := netns.RunNode(ctx, netns.NodeOptions{Name: nodeMain}, in, out); err != nil {
 		t.Fatalf("node: %v", err)
-	}
-	if err := res.Decode(out); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -28,6 +28,9 @@ type Result struct {
 	Modes []ModeResult `json:"modes"`
 	// Host is the before/after check of the host namespace.
 	Host HostCheck `json:"host"`
+	// HostCalibration is the unit costs measured in a node on the host in
+	// this run, when some mode ran in a VM.
+	HostCalibration *Calibration `json:"hostCalibration,omitempty"`
 	// Expectations are the scenario's thresholds and whether each was met.
 	Expectations []Expectation `json:"expectations"`
 	// Passed is true when every mode ran and every expectation was met.
@@ -82,6 +85,11 @@ type ModeResult struct {
 	// Placement says where the node ran: timings from a VM are only
 	// comparable with timings from the same VM kernel and accelerator.
 	Placement *Placement `json:"placement,omitempty"`
+	// Calibration is the unit costs measured in this mode's node before
+	// its proxier started; NativeEstimate scales a VM mode's syncs to the
+	// host with it and the host's calibration (Result.HostCalibration).
+	Calibration    *Calibration    `json:"calibration,omitempty"`
+	NativeEstimate *NativeEstimate `json:"nativeEstimate,omitempty"`
 
 	Steps []StepResult `json:"steps"`
 	// Syncs is every sync of the proxier, in order.
@@ -170,6 +178,12 @@ type Sync struct {
 	// then their sum.
 	Merged    int  `json:"merged"`
 	Succeeded bool `json:"succeeded"`
+	// Kernel is the time the sync spent in timed kernel-programming calls,
+	// in seconds by kind (iptables: restore/save/ensure program runs;
+	// ipset: ipset program runs; ipvs: IPVS netlink), from calls that
+	// started within [Start, End]; the rest of Seconds is the proxier's
+	// own work. Empty in nftables mode (its interface cannot be wrapped).
+	Kernel map[string]float64 `json:"kernel,omitempty"`
 }
 
 // Totals are kube-proxy's histogram counts and sums.

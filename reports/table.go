@@ -94,6 +94,9 @@ func WriteSummary(w io.Writer, r *Result) error {
 		if pl := m.Placement; pl != nil && pl.Kernel == "vm" {
 			fmt.Fprintf(w, "%s ran in a VM (kernel %s, %s%s, boot %.1fs): its timings are only comparable with other modes of the same VM.\n",
 				m.Name, pl.KernelRelease, pl.Accel, map[bool]string{true: ": software emulation, about 10-35x slower than the host", false: ""}[pl.Accel == "tcg"], pl.BootSeconds)
+			if e := m.NativeEstimate; e != nil {
+				fmt.Fprintf(w, "  %s %s\n", m.Name, e)
+			}
 		}
 	}
 	if r.Host.Checked && !r.Host.Unchanged {

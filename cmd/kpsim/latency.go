@@ -4,8 +4,11 @@ import (
 	"context"
 	"math"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kpsim/kpsim/netns"
 	"github.com/kpsim/kpsim/reports"
@@ -168,7 +171,7 @@ func (n *node) considerLatency(ctx context.Context, m sim.Mutation) {
 		Appear:   appear, Written: origin,
 	}
 	target := netip.AddrPortFrom(svc.ClusterIP, uint16(port.Port))
-	proto := netns.Protocol(lower(string(port.Protocol)))
+	proto := protocol(port.Protocol)
 	lp.wg.Add(1)
 	go func() {
 		defer lp.wg.Done()
@@ -248,12 +251,5 @@ func (lp *latencyProbe) wait() []reports.LatencySample {
 	return out
 }
 
-func lower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
+// protocol is the prober's name for a Kubernetes protocol (TCP -> tcp).
+func protocol(p corev1.Protocol) netns.Protocol { return netns.Protocol(strings.ToLower(string(p))) }

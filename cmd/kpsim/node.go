@@ -37,6 +37,13 @@ type nodeInput struct {
 	Mode string `json:"mode"`
 	// OutDir is the run directory, for dumps.
 	OutDir string `json:"outDir"`
+	// InVM says the node runs in a VM, possibly emulated: probes wait
+	// longer for answers.
+	InVM bool `json:"inVM,omitempty"`
+	// Calibrate, when set, makes this node only measure unit costs with
+	// this iptables backend and return them (the host side of a VM
+	// mode's native estimate).
+	Calibrate string `json:"calibrate,omitempty"`
 	// OracleState, when set, makes this node the after-churn oracle: a
 	// fresh proxier built from this API state (saved by the run's node).
 	OracleState []byte `json:"oracleState,omitempty"`
@@ -55,6 +62,9 @@ func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
 	if err := env.Recv(&in); err != nil {
 		return fmt.Errorf("reading node input: %w", err)
 	}
+	if in.Calibrate != "" {
+		return env.SetResult(calibration(proxier.Calibrate(ctx, in.Calibrate)))
+	}
 	// The orchestrator validated the same bytes; loading them again here
 	// keeps the node self-contained (and the VM runner will need it).
 	s, err := scenarios.Load(in.ScenarioFile, in.ScenarioYAML)
@@ -71,7 +81,12 @@ func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
 		return fmt.Errorf("scenario has no mode entry %q", in.Mode)
 	}
 	res := &reports.ModeResult{Name: ms.Name, Mode: ms.Mode, Backend: ms.Backend}
-	n := &node{env: env, s: s, ms: ms, res: res, outDir: in.OutDir}
+	n := &node{env: env, s: s, ms: ms, res: res, outDir: in.OutDir, probeTimeout: 2 * time.Second}
+	if in.InVM {
+		// Under software emulation a loaded guest answered 0.3-0.8% of
+		// connections after more than 2 s (2000x10, iptables).
+		n.probeTimeout = 15 * time.Second
+	}
 	if n.outDir != "" {
 		if err := os.MkdirAll(n.outDir, 0o755); err != nil {
 			return err
@@ -84,6 +99,13 @@ func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
 		n.finishResources()
 		return env.SetResult(res)
 	}
+	// Unit costs first, before the proxier adds load: they let a VM
+	// mode's timings be scaled to a host estimate.
+	calBackend := ms.Backend
+	if calBackend == "" {
+		calBackend = scenarios.BackendLegacy
+	}
+	res.Calibration = calibration(proxier.Calibrate(ctx, calBackend))
 	runErr := n.run(ctx)
 	if runErr != nil {
 		res.Error = runErr.Error()
@@ -105,6 +127,8 @@ type node struct {
 	engine  *sim.Engine
 	// lastWrite is when the last API write of a churn step returned.
 	lastWrite time.Time
+	// probeTimeout bounds one probe connection.
+	probeTimeout time.Duration
 	// latency measures the current churn step's sampled mutations.
 	latency *latencyProbe
 	ctx     context.Context
@@ -300,7 +324,7 @@ func (n *node) startPods() error {
 	addrs = slices.Compact(addrs)
 	var np []netns.Port
 	for p := range ports {
-		np = append(np, netns.Port{Port: uint16(p.port), Protocol: netns.Protocol(lower(string(p.proto)))})
+		np = append(np, netns.Port{Port: uint16(p.port), Protocol: protocol(p.proto)})
 	}
 	sort.Slice(np, func(i, j int) bool {
 		return np[i].Port < np[j].Port || (np[i].Port == np[j].Port && np[i].Protocol < np[j].Protocol)
@@ -360,10 +384,18 @@ func (n *node) finish(ctx context.Context, clean bool) {
 		}
 	}
 	if n.proxier != nil {
+		calls := n.proxier.KernelCalls()
 		for _, s := range n.proxier.Syncs() {
-			n.res.Syncs = append(n.res.Syncs, reports.Sync{Start: s.Start, End: s.End, Seconds: s.Duration.Seconds(), Full: s.Full, Merged: s.Merged, Succeeded: s.Succeeded})
+			rs := reports.Sync{Start: s.Start, End: s.End, Seconds: s.Duration.Seconds(), Full: s.Full, Merged: s.Merged, Succeeded: s.Succeeded}
+			for kind, sum := range proxier.SumKernelCalls(calls, s.Start, s.End) {
+				if rs.Kernel == nil {
+					rs.Kernel = map[string]float64{}
+				}
+				rs.Kernel[kind] = sum.Duration.Seconds()
+			}
+			n.res.Syncs = append(n.res.Syncs, rs)
 		}
-		for _, c := range n.proxier.KernelCalls() {
+		for _, c := range calls {
 			if n.res.KernelCalls == nil {
 				n.res.KernelCalls = map[string]reports.CallStats{}
 			}
@@ -393,6 +425,14 @@ func (n *node) finish(ctx context.Context, clean bool) {
 		}
 	}
 	n.finishResources()
+}
+
+func calibration(c proxier.Calibration) *reports.Calibration {
+	out := &reports.Calibration{Kinds: map[string]reports.CalibrationKind{}}
+	for k, v := range c.Kinds {
+		out.Kinds[k] = reports.CalibrationKind{Op: v.Op, Runs: v.Runs, Median: v.Median, Min: v.Min, Max: v.Max}
+	}
+	return out
 }
 
 // finishResources records the node process's CPU time and peak memory.

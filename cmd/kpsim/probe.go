@@ -90,7 +90,7 @@ func (n *node) probe(ctx context.Context, index int, st scenarios.Step) error {
 			k := len(t.exp.Eligible)
 			count = (count + k - 1) / k * k
 		}
-		spec := netns.ProbeSpec{From: from, Target: t.target, Protocol: netns.Protocol(lower(string(t.port.Protocol))), Count: count}
+		spec := netns.ProbeSpec{From: from, Target: t.target, Protocol: protocol(t.port.Protocol), Count: count, Timeout: n.probeTimeout}
 		r, err := n.probeTarget(ctx, spec, t.exp.Affinity)
 		if err != nil {
 			return fmt.Errorf("probing %s port %s: %w", t.svc.Key(), t.port.Name, err)

@@ -148,6 +148,31 @@ func runScenario(ctx context.Context, stdout, stderr io.Writer, file string, o r
 			break
 		}
 	}
+	// VM timings get a native estimate from unit costs measured in the
+	// VM's node and in a node on the host, in this run.
+	calBackend := ""
+	for _, m := range modes {
+		if placement[m.Name] == "vm" && ctx.Err() == nil {
+			if calBackend = m.Backend; calBackend == "" {
+				calBackend = scenarios.BackendLegacy
+			}
+			break
+		}
+	}
+	if calBackend != "" {
+		var cal reports.Calibration
+		cfg := netns.NodeConfig{RunID: runID}
+		if err := netns.RunNode(ctx, netns.NodeOptions{Name: nodeMainName, Config: cfg, Stdout: io.Discard, Stderr: io.Discard}, nodeInput{Calibrate: calBackend}, &cal); err != nil {
+			fmt.Fprintf(stderr, "host calibration failed, no native estimates: %v\n", err)
+		} else {
+			res.HostCalibration = &cal
+			for i := range res.Modes {
+				if pl := res.Modes[i].Placement; pl != nil && pl.Kernel == "vm" {
+					res.Modes[i].NativeEstimate = reports.EstimateNative(&res.Modes[i], res.HostCalibration, res.Modes[i].Calibration)
+				}
+			}
+		}
+	}
 	res.Host = hostCheck(before, snapErr)
 	res.Finished = time.Now()
 	res.Expectations = reports.CheckExpectations(s, res)
@@ -241,7 +266,7 @@ func selectModes(s *scenarios.Scenario, o runOptions) ([]scenarios.ModeSpec, err
 // runMode runs one mode entry in its own node process, then, when the
 // scenario churns or asks for it, the after-churn oracle.
 func runMode(ctx context.Context, stderr io.Writer, s *scenarios.Scenario, file string, data []byte, m scenarios.ModeSpec, runID, dir string, vm bool) reports.ModeResult {
-	in := nodeInput{ScenarioFile: file, ScenarioYAML: data, Mode: m.Name, OutDir: dir}
+	in := nodeInput{ScenarioFile: file, ScenarioYAML: data, Mode: m.Name, OutDir: dir, InVM: vm}
 	if vm {
 		in.OutDir = netns.GuestFilesDir
 	}

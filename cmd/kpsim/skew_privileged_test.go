@@ -188,21 +188,9 @@ func runSkew(t *testing.T, in skewInput) *reports.DistributionReport {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	p, err := netns.StartNode(ctx, netns.NodeOptions{Name: skewNodeMain})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Kill(); _, _ = p.Wait() })
-	if err := p.Send(in); err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Wait()
-	if err != nil {
-		t.Fatalf("node: %v", err)
-	}
 	var rep reports.DistributionReport
-	if err := res.Decode(&rep); err != nil {
-		t.Fatal(err)
+	if err := netns.RunNode(ctx, netns.NodeOptions{Name: skewNodeMain}, in, &rep); err != nil {
+		t.Fatalf("node: %v", err)
 	}
 	return &rep
 }
