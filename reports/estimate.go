@@ -35,6 +35,7 @@ type NativeEstimate struct {
 	// FirstSync and SyncP50 in seconds: estimate, low, high.
 	FirstSync [3]float64 `json:"firstSync"`
 	SyncP50   [3]float64 `json:"syncP50"`
+	SyncP99   [3]float64 `json:"syncP99"`
 }
 
 const estimateMethod = "per sync: time in timed calls of each kind (iptables program runs, ipset program runs, IPVS netlink) divided by that kind's VM/host slowdown, the rest by the CPU slowdown; slowdowns from the same operations timed in the VM's node and in a node on the host in this run (Calibration); low/high from the calibrations' min and max"
@@ -95,7 +96,8 @@ func EstimateNative(m *ModeResult, host, vm *Calibration) *NativeEstimate {
 			xs[j] = v[i]
 		}
 		sort.Float64s(xs)
-		e.SyncP50[i] = Summarize(xs).P50
+		sum := Summarize(xs)
+		e.SyncP50[i], e.SyncP99[i] = sum.P50, sum.P99
 	}
 	return e
 }

@@ -145,7 +145,11 @@ type Oracle struct {
 	// removed endpoints' chains after partial syncs and deletes them in a
 	// later full sync); they are not compared. UnreachableInFresh counts
 	// unreferenced chains in the fresh proxier's (its canary chains).
-	Unreachable        int      `json:"unreachable,omitempty"`
+	Unreachable int `json:"unreachable,omitempty"`
+	// Draining counts IPVS real servers at weight 0 in the churned
+	// dataplane (removed endpoints kept until their connections end);
+	// they take no new connections and are not compared.
+	Draining           int      `json:"draining,omitempty"`
 	UnreachableSample  []string `json:"unreachableSample,omitempty"`
 	UnreachableInFresh int      `json:"unreachableInFresh,omitempty"`
 	// Files are the two normalized dumps compared, in the run directory.
