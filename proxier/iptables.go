@@ -27,11 +27,7 @@ func newIPTables(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguratio
 	detector proxyutil.LocalTrafficDetector, recorder events.EventRecorder, healthz *healthcheck.ProxyHealthServer,
 	calls *kernelCalls,
 ) (proxy.Provider, Tools, error) {
-	backend := opts.Backend
-	if backend == "" {
-		backend = BackendLegacy
-	}
-	tools, err := useIPTablesBackend(ctx, opts.ToolsDir, backend)
+	backend, tools, err := iptablesBackend(ctx, opts)
 	if err != nil {
 		return nil, tools, err
 	}
@@ -48,6 +44,17 @@ func newIPTables(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguratio
 		return nil, tools, fmt.Errorf("unable to create iptables proxier: %w", err)
 	}
 	return p, tools, nil
+}
+
+// iptablesBackend puts opts' iptables backend (default legacy) first in
+// PATH; iptables and IPVS modes both run the iptables programs.
+func iptablesBackend(ctx context.Context, opts Options) (string, Tools, error) {
+	backend := opts.Backend
+	if backend == "" {
+		backend = BackendLegacy
+	}
+	tools, err := useIPTablesBackend(ctx, opts.ToolsDir, backend)
+	return backend, tools, err
 }
 
 // iptablesPrograms are the names kube-proxy's iptables code runs from PATH.

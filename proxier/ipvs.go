@@ -39,11 +39,7 @@ func newIPVS(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguration, o
 	detector proxyutil.LocalTrafficDetector, recorder events.EventRecorder, healthz *healthcheck.ProxyHealthServer,
 	calls *kernelCalls,
 ) (proxy.Provider, Tools, error) {
-	backend := opts.Backend
-	if backend == "" {
-		backend = BackendLegacy
-	}
-	tools, err := useIPTablesBackend(ctx, opts.ToolsDir, backend)
+	backend, tools, err := iptablesBackend(ctx, opts)
 	if err != nil {
 		return nil, tools, err
 	}

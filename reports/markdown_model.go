@@ -179,16 +179,7 @@ func programmingTable(r *Result) reportTable {
 		if failed := len(m.EndToEnd) - len(m.EndToEndSeconds()); failed > 0 {
 			e2e += fmt.Sprintf(", %d unsettled or superseded", failed)
 		}
-		sent, ok, stray := 0, 0, 0
-		for _, p := range m.Probes {
-			sent += p.Sent
-			ok += p.OK
-			stray += p.Stray
-		}
-		probes := "-"
-		if sent > 0 {
-			probes = fmt.Sprintf("%d/%d (%d)", ok, sent, stray)
-		}
+		probes := probeCell(m)
 		t.Rows = append(t.Rows, []string{modeLabel(m), np, e2e, headlineRules(m.Rules), probes, oracleVerdict(m.Oracle)})
 	}
 	return t

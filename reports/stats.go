@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"fmt"
 	"sort"
 
 	"gonum.org/v1/gonum/stat"
@@ -61,4 +62,18 @@ func (m *ModeResult) FirstSync() *Sync {
 		return nil
 	}
 	return &m.Syncs[0]
+}
+
+// probeCell is "ok/sent (stray)" over a mode's probes, or "-".
+func probeCell(m *ModeResult) string {
+	sent, ok, stray := 0, 0, 0
+	for _, p := range m.Probes {
+		sent += p.Sent
+		ok += p.OK
+		stray += p.Stray
+	}
+	if sent == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d (%d)", ok, sent, stray)
 }

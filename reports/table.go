@@ -52,16 +52,7 @@ func WriteSummary(w io.Writer, r *Result) error {
 			e2e = fmt.Sprintf("%s/%s (%d)", seconds(es.P50), seconds(es.P99), es.Count)
 		}
 		row = append(row, np, e2e, headlineRules(m.Rules))
-		sent, ok, stray := 0, 0, 0
-		for _, p := range m.Probes {
-			sent += p.Sent
-			ok += p.OK
-			stray += p.Stray
-		}
-		probes := "-"
-		if sent > 0 {
-			probes = fmt.Sprintf("%d/%d (%d)", ok, sent, stray)
-		}
+		probes := probeCell(m)
 		row = append(row, probes, fmt.Sprintf("%.1fs", m.Resources.CPUSeconds+m.Resources.ChildCPUSeconds), fmt.Sprintf("%d MB", m.Resources.MaxRSSBytes>>20))
 		_ = t.Append(row)
 	}
