@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -70,7 +69,7 @@ func runIPVSNode(ctx context.Context, env *netns.NodeEnv) error {
 	}
 	objs, eps := testObjects(env.NodeIP)
 	client := fake.NewClientset(objs...)
-	p, err := startIPVSTestProxier(ctx, env, in.Backend, client)
+	p, err := startTestProxier(ctx, env, proxierInput{Mode: ModeIPVS, Backend: in.Backend}, client)
 	if err != nil {
 		return err
 	}
@@ -93,65 +92,12 @@ func runIPVSNode(ctx context.Context, env *netns.NodeEnv) error {
 	}
 
 	if in.Probes > 0 {
-		pn, err := env.NewPodNetwork(netns.PodNetworkConfig{Ports: []netns.Port{{Protocol: netns.TCP, Port: testTargetPort}}})
-		if err != nil {
+		if out.Probes, err = probeTestServices(ctx, env, eps, in.Probes); err != nil {
 			return err
-		}
-		defer pn.Close()
-		var all []netip.Addr
-		for _, e := range eps {
-			all = append(all, e...)
-		}
-		if err := pn.AddEndpoints(all); err != nil {
-			return err
-		}
-		for i := range testServices {
-			r, err := pn.Probe(ctx, netns.ProbeSpec{
-				From: netns.ClientPod, Target: netip.AddrPortFrom(testClusterIP(i), testPort),
-				Protocol: netns.TCP, Count: in.Probes,
-			})
-			if err != nil {
-				return err
-			}
-			out.Probes = append(out.Probes, r)
 		}
 	}
 	out.Syncs, out.Totals = p.Syncs(), p.Totals()
 	return env.SetResult(out)
-}
-
-// startIPVSTestProxier is startTestProxier with a longer wait (every ipset
-// call is a program run, slow under emulation) and the kernel calls in the
-// error when no sync comes.
-func startIPVSTestProxier(ctx context.Context, env *netns.NodeEnv, backend string, client *fake.Clientset) (*Proxier, error) {
-	cfg, err := DefaultConfiguration()
-	if err != nil {
-		return nil, err
-	}
-	cfg.MinSyncPeriod.Duration = 100 * time.Millisecond
-	begin := time.Now()
-	p, err := Start(ctx, Options{
-		Mode: ModeIPVS, Backend: backend, ToolsDir: "/run", Config: cfg, Client: client,
-		NodeName: testNodeName, NodeIP: net.IP(env.NodeIP.AsSlice()), ClusterCIDR: testClusterCIDR,
-	})
-	if err != nil {
-		return nil, err
-	}
-	// Under emulation the first sync takes seconds (every ipset call is a
-	// program start), so allow minutes.
-	wctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
-	defer cancel()
-	if _, err := p.WaitForSync(wctx, begin); err != nil {
-		calls := p.KernelCalls()
-		var b strings.Builder
-		for _, c := range calls {
-			if c.Err != "" && b.Len() < 4000 {
-				fmt.Fprintf(&b, "\n  %s: %s", c.Method, c.Err)
-			}
-		}
-		return nil, fmt.Errorf("first sync: %w (totals %+v; %d kernel calls %v; errors:%s)", err, p.Totals(), len(calls), SumKernelCalls(calls, time.Time{}, time.Time{}), b.String())
-	}
-	return p, nil
 }
 
 // requireIPVSVM skips unless a VM node can run here (root, qemu,

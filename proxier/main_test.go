@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,7 +44,9 @@ func quietKlog() {
 }
 
 // startTestProxier starts the proxier of in's mode on client inside a
-// node, with the test conventions, and waits for its first sync.
+// node, with the test conventions, and waits for its first sync: a minute,
+// or four in IPVS mode, whose every ipset call is a program run (slow in
+// an emulated VM). A timeout reports the kernel calls made so far.
 func startTestProxier(ctx context.Context, env *netns.NodeEnv, in proxierInput, client kubernetes.Interface) (*Proxier, error) {
 	cfg, err := DefaultConfiguration()
 	if err != nil {
@@ -57,12 +61,52 @@ func startTestProxier(ctx context.Context, env *netns.NodeEnv, in proxierInput, 
 	if err != nil {
 		return nil, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	wait := time.Minute
+	if in.Mode == ModeIPVS {
+		wait = 4 * time.Minute
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if _, err := p.WaitForSync(wctx, begin); err != nil {
-		return nil, fmt.Errorf("first sync: %w", err)
+		calls := p.KernelCalls()
+		var b strings.Builder
+		for _, c := range calls {
+			if c.Err != "" && b.Len() < 4000 {
+				fmt.Fprintf(&b, "\n  %s: %s", c.Method, c.Err)
+			}
+		}
+		return nil, fmt.Errorf("first sync: %w (totals %+v; %d kernel calls %v; errors:%s)", err, p.Totals(), len(calls), SumKernelCalls(calls, time.Time{}, time.Time{}), b.String())
 	}
 	return p, nil
+}
+
+// probeTestServices puts eps behind fake pods and sends count connections
+// from the client pod to each test ClusterIP.
+func probeTestServices(ctx context.Context, env *netns.NodeEnv, eps map[netip.Addr][]netip.Addr, count int) ([]netns.ProbeResult, error) {
+	pn, err := env.NewPodNetwork(netns.PodNetworkConfig{Ports: []netns.Port{{Protocol: netns.TCP, Port: testTargetPort}}})
+	if err != nil {
+		return nil, err
+	}
+	defer pn.Close()
+	var all []netip.Addr
+	for _, e := range eps {
+		all = append(all, e...)
+	}
+	if err := pn.AddEndpoints(all); err != nil {
+		return nil, err
+	}
+	var out []netns.ProbeResult
+	for i := range testServices {
+		r, err := pn.Probe(ctx, netns.ProbeSpec{
+			From: netns.ClientPod, Target: netip.AddrPortFrom(testClusterIP(i), testPort),
+			Protocol: netns.TCP, Count: count,
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // runTestNode runs the registered node main with input in and decodes

@@ -150,27 +150,8 @@ func runProxierNode(ctx context.Context, env *netns.NodeEnv) error {
 	}
 	out.Rules = string(b)
 
-	pn, err := env.NewPodNetwork(netns.PodNetworkConfig{Ports: []netns.Port{{Protocol: netns.TCP, Port: testTargetPort}}})
-	if err != nil {
+	if out.Probes, err = probeTestServices(ctx, env, eps, testProbes); err != nil {
 		return err
-	}
-	defer pn.Close()
-	var all []netip.Addr
-	for _, e := range eps {
-		all = append(all, e...)
-	}
-	if err := pn.AddEndpoints(all); err != nil {
-		return err
-	}
-	for i := range testServices {
-		r, err := pn.Probe(ctx, netns.ProbeSpec{
-			From: netns.ClientPod, Target: netip.AddrPortFrom(testClusterIP(i), testPort),
-			Protocol: netns.TCP, Count: testProbes,
-		})
-		if err != nil {
-			return err
-		}
-		out.Probes = append(out.Probes, r)
 	}
 	// Let a last poll pass so Totals and Syncs agree.
 	time.Sleep(3 * pollInterval)

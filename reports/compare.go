@@ -255,19 +255,7 @@ func compareModes(a, b *ModeResult, alpha float64) ModeComparison {
 		m.Delta = relative(m.A, m.B)
 		mc.Metrics = append(mc.Metrics, m)
 	}
-	keys := map[string]bool{}
-	for k := range a.Rules {
-		keys[k] = true
-	}
-	for k := range b.Rules {
-		keys[k] = true
-	}
-	sorted := make([]string, 0, len(keys))
-	for k := range keys {
-		sorted = append(sorted, k)
-	}
-	sort.Strings(sorted)
-	for _, k := range sorted {
+	for _, k := range countKeys(a.Rules, b.Rules) {
 		va, okA := a.Rules[k]
 		vb, okB := b.Rules[k]
 		m := MetricComparison{Name: "rules " + k, A: float64(va), B: float64(vb), P: math.NaN()}

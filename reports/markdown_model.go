@@ -2,7 +2,6 @@ package reports
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 )
@@ -207,7 +206,7 @@ func oracleVerdict(o *Oracle) string {
 // ran; a count that changed since the first sync shows both.
 func rulesTable(r *Result) reportTable {
 	t := reportTable{Title: "Rules at the end (after the first sync)", Header: []string{"count"}}
-	keys := map[string]bool{}
+	var counts []map[string]int
 	var modes []*ModeResult
 	for i := range r.Modes {
 		m := &r.Modes[i]
@@ -216,19 +215,9 @@ func rulesTable(r *Result) reportTable {
 		}
 		modes = append(modes, m)
 		t.Header = append(t.Header, m.Name)
-		for k := range m.Rules {
-			keys[k] = true
-		}
-		for k := range m.RulesAfterFirstSync {
-			keys[k] = true
-		}
+		counts = append(counts, m.Rules, m.RulesAfterFirstSync)
 	}
-	sorted := make([]string, 0, len(keys))
-	for k := range keys {
-		sorted = append(sorted, k)
-	}
-	sort.Strings(sorted)
-	for _, k := range sorted {
+	for _, k := range countKeys(counts...) {
 		row := []string{k}
 		for _, m := range modes {
 			end, okEnd := m.Rules[k]

@@ -2,6 +2,8 @@ package reports
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"gonum.org/v1/gonum/stat"
@@ -76,4 +78,15 @@ func probeCell(m *ModeResult) string {
 		return "-"
 	}
 	return fmt.Sprintf("%d/%d (%d)", ok, sent, stray)
+}
+
+// countKeys is the sorted union of the keys of rule-count maps.
+func countKeys(counts ...map[string]int) []string {
+	keys := map[string]bool{}
+	for _, c := range counts {
+		for k := range c {
+			keys[k] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(keys))
 }

@@ -3,7 +3,6 @@ package reports
 import (
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"time"
 
@@ -129,11 +128,7 @@ func headlineRules(rules map[string]int) string {
 			return fmt.Sprintf("%d %s", v, k)
 		}
 	}
-	keys := make([]string, 0, len(rules))
-	for k := range rules {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := countKeys(rules)
 	if len(keys) == 0 {
 		return "-"
 	}

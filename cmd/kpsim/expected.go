@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/sim"
@@ -119,11 +120,11 @@ func (n *node) expected(svc sim.Service, port sim.Port, from, target string) exp
 	}
 	switch {
 	case from == scenarios.FromPod && target == scenarios.TargetClusterIP && !masqAll:
-		e.SourcePreserved = ptrTo(true)
+		e.SourcePreserved = ptr.To(true)
 	case from == scenarios.FromExternal && useLocal:
-		e.SourcePreserved = ptrTo(true)
+		e.SourcePreserved = ptr.To(true)
 	case from == scenarios.FromExternal:
-		e.SourcePreserved = ptrTo(false)
+		e.SourcePreserved = ptr.To(false)
 	}
 	return e
 }
@@ -145,5 +146,3 @@ func (n *node) group(name string) *scenarios.ServiceGroup {
 	}
 	return nil
 }
-
-func ptrTo[T any](v T) *T { return &v }

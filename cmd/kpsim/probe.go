@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"sort"
 
 	"github.com/kpsim/kpsim/netns"
@@ -272,7 +273,7 @@ func distributionSample(pr reports.Probe, t probeTarget, implied map[string]prox
 	}
 	names := append([]string(nil), pr.Expected...)
 	for ep := range pr.Endpoints {
-		if !contains(names, ep) {
+		if !slices.Contains(names, ep) {
 			names = append(names, ep)
 		}
 	}
@@ -281,7 +282,7 @@ func distributionSample(pr reports.Probe, t probeTarget, implied map[string]prox
 	k := float64(len(t.exp.Eligible))
 	for _, ep := range names {
 		share := 0.0
-		if contains(pr.Expected, ep) {
+		if slices.Contains(pr.Expected, ep) {
 			share = 1 / k
 		}
 		s.Expected = append(s.Expected, share)
@@ -301,13 +302,4 @@ func distributionSample(pr reports.Probe, t probeTarget, implied map[string]prox
 		}
 	}
 	return s
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }

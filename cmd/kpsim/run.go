@@ -66,7 +66,7 @@ func runScenario(ctx context.Context, stdout, stderr io.Writer, file string, o r
 	if err != nil {
 		return badInput(fmt.Errorf("reading scenario: %w", err))
 	}
-	s, err := loadScenario(file)
+	s, err := loadScenario(file, data)
 	if err != nil {
 		return err
 	}

@@ -61,10 +61,11 @@ func summarize(s *scenarios.Scenario) string {
 		s.Metadata.Name, services, endpoints, len(s.Spec.Steps), modes, s.Spec.Seed)
 }
 
-// loadScenario loads one scenario for a command that runs it; a bad file
-// is bad input (exit 2).
-func loadScenario(path string) (*scenarios.Scenario, error) {
-	s, err := scenarios.LoadFile(path)
+// loadScenario loads one scenario, already read from path, for a command
+// that runs it; a bad file is bad input (exit 2). The bytes the command
+// validates are the bytes it hands its nodes.
+func loadScenario(path string, data []byte) (*scenarios.Scenario, error) {
+	s, err := scenarios.Load(path, data)
 	if err != nil {
 		var list scenarios.ErrorList
 		if errors.As(err, &list) {
