@@ -123,7 +123,8 @@ func writeDesigns(w io.Writer, r *Result) {
 
 // headlineRules shows the count a reader of this mode cares about most.
 func headlineRules(rules map[string]int) string {
-	for _, k := range []string{"iptables/nat", "nftables/rules", "ipvs/realServers"} {
+	// IPVS mode writes iptables rules too; its real servers say more.
+	for _, k := range []string{"ipvs/realServers", "iptables/nat", "nftables/rules"} {
 		if v, ok := rules[k]; ok {
 			return fmt.Sprintf("%d %s", v, k)
 		}
