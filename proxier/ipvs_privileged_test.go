@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kpsim/kpsim/netns"
+	"github.com/kpsim/kpsim/proxier/rules"
 )
 
 const ipvsNodeMain = "proxier-ipvs-test"
@@ -44,7 +45,7 @@ type ipvsOutput struct {
 	AllCalls    map[string]KernelCallSum `json:"allCalls"`
 	CallMethods map[string]int           `json:"callMethods"`
 	Counts      map[string]int           `json:"counts"`
-	Services    []IPVSService            `json:"services"`
+	Services    []rules.IPVSService      `json:"services"`
 	Listing     string                   `json:"listing"`
 	IPSetSave   string                   `json:"ipsetSave"`
 	Syncs       []Sync                   `json:"syncs"`
@@ -78,13 +79,13 @@ func runIPVSNode(ctx context.Context, env *netns.NodeEnv) error {
 	// calls are those before it ended.
 	out.FirstSync = p.Syncs()[0]
 	out.FirstSyncCalls = SumKernelCalls(p.KernelCalls(), time.Time{}, out.FirstSync.End)
-	d, err := ReadIPVS(ctx, in.Backend)
+	d, err := rules.ReadIPVS(ctx, in.Backend)
 	if err != nil {
 		return err
 	}
 	version, _, _ := strings.Cut(string(d.ProcIPVS), "\n")
 	out.Counts, out.Services = d.Counts(), d.Services
-	out.Listing, out.IPSetSave = string(FormatIPVSAdm(version, d.Services)), string(d.IPSetSave)
+	out.Listing, out.IPSetSave = string(rules.FormatIPVSAdm(version, d.Services)), string(d.IPSetSave)
 	calls := p.KernelCalls()
 	out.AllCalls = SumKernelCalls(calls, time.Time{}, time.Time{})
 	for _, c := range calls {
@@ -188,7 +189,7 @@ func checkIPVSDataplane(t *testing.T, out ipvsOutput) {
 	}
 	for i := range testServices {
 		vip := netip.AddrPortFrom(testClusterIP(i), testPort)
-		var svc *IPVSService
+		var svc *rules.IPVSService
 		for j := range out.Services {
 			if out.Services[j].Protocol == "TCP" && out.Services[j].Address == vip {
 				svc = &out.Services[j]

@@ -18,10 +18,12 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kpsim/kpsim/netns"
+	"github.com/kpsim/kpsim/proxier/rules"
 )
 
-// -capture-rules rewrites testdata/kube-proxy-* from a live run.
-var captureRules = flag.Bool("capture-rules", false, "rewrite testdata/kube-proxy-* from the rules of live proxiers (privileged)")
+// -capture-rules rewrites rules/testdata/kube-proxy-* (the parsers'
+// testdata, in package rules) from a live run.
+var captureRules = flag.Bool("capture-rules", false, "rewrite rules/testdata/kube-proxy-* from the rules of live proxiers (privileged)")
 
 const rulesNodeMain = "proxier-rules-test"
 
@@ -33,8 +35,8 @@ type rulesOutput struct {
 	IPv4, IPv6     []byte
 	NFT, NFTJSON   []byte
 	Counts         map[string]int
-	IPTables       *IPTablesDump
-	NFTables       *NFTablesDump
+	IPTables       *rules.IPTablesDump
+	NFTables       *rules.NFTablesDump
 	Normalized     string
 	SavedDumpFiles []string
 }
@@ -95,15 +97,15 @@ func runRulesNode(ctx context.Context, env *netns.NodeEnv) error {
 		return err
 	}
 	var out rulesOutput
-	var d Dump
+	var d rules.Dump
 	if in.Mode == ModeIPTables {
-		ipt, err := ReadIPTables(ctx, in.Backend)
+		ipt, err := rules.ReadIPTables(ctx, in.Backend)
 		if err != nil {
 			return err
 		}
 		out.IPv4, out.IPv6, out.IPTables, d = ipt.IPv4, ipt.IPv6, ipt, ipt
 	} else {
-		nft, err := ReadNFTables(ctx)
+		nft, err := rules.ReadNFTables(ctx)
 		if err != nil {
 			return err
 		}
@@ -111,7 +113,7 @@ func runRulesNode(ctx context.Context, env *netns.NodeEnv) error {
 	}
 	out.Counts, out.Normalized = d.Counts(), d.Normalize()
 	dir := "/run/kpsim-rules-dumps"
-	if err := SaveDumps(dir, "node", d); err != nil {
+	if err := rules.SaveDumps(dir, "node", d); err != nil {
 		return err
 	}
 	entries, err := os.ReadDir(dir)
@@ -148,7 +150,7 @@ func TestPrivilegedRules(t *testing.T) {
 			requireRoot(t, tc.binaries...)
 			a := runRulesTest(t, tc.in)
 			b := runRulesTest(t, tc.in)
-			if d := DiffNormalized(a.Normalized, b.Normalized); d != "" {
+			if d := rules.DiffNormalized(a.Normalized, b.Normalized); d != "" {
 				t.Errorf("two fresh proxiers with the same API state differ after normalization (-first +second):\n%s", d)
 			}
 			t.Logf("counts: %v; saved %v", a.Counts, a.SavedDumpFiles)
@@ -170,14 +172,14 @@ func TestPrivilegedRules(t *testing.T) {
 
 func checkIPTablesRules(t *testing.T, backend string, out rulesOutput) {
 	t.Helper()
-	v4, err := ParseIPTablesSave(out.IPv4)
+	v4, err := rules.ParseIPTablesSave(out.IPv4)
 	if err != nil {
 		t.Fatal(err)
 	}
 	nat := v4.Tables["nat"]
 	// svc0-2: 3 endpoints each, svc3: 2, svc4: none (no chain, a REJECT in
 	// filter KUBE-SERVICES instead).
-	want := IPTablesTable{SVC: 4 + rulesExtraServices, SEP: 11 + 2*rulesExtraServices, EXT: 1}
+	want := rules.IPTablesTable{SVC: 4 + rulesExtraServices, SEP: 11 + 2*rulesExtraServices, EXT: 1}
 	if nat.SVC != want.SVC || nat.SEP != want.SEP || nat.EXT != want.EXT || nat.FW != 0 || nat.SVL != 0 {
 		t.Errorf("nat chains: svc %d sep %d ext %d fw %d svl %d, want svc %d sep %d ext %d fw 0 svl 0",
 			nat.SVC, nat.SEP, nat.EXT, nat.FW, nat.SVL, want.SVC, want.SEP, want.EXT)
@@ -198,7 +200,7 @@ func checkIPTablesRules(t *testing.T, backend string, out rulesOutput) {
 	flat := v4.Counts()
 	for k, v := range out.Counts {
 		if len(k) > 9 && k[:9] == "iptables/" && flat[k[9:]] != v {
-			t.Errorf("%s: node counted %d, ParseIPTablesSave %d", k, v, flat[k[9:]])
+			t.Errorf("%s: node counted %d, rules.ParseIPTablesSave %d", k, v, flat[k[9:]])
 		}
 	}
 	if *captureRules {
@@ -208,12 +210,12 @@ func checkIPTablesRules(t *testing.T, backend string, out rulesOutput) {
 
 func checkNFTablesRules(t *testing.T, out rulesOutput) {
 	t.Helper()
-	c, err := ParseNFTJSON(out.NFTJSON)
+	c, err := rules.ParseNFTJSON(out.NFTJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := cmpCounts(out.Counts, c.Flat()); d != "" {
-		t.Errorf("node counts vs ParseNFTJSON: %s", d)
+		t.Errorf("node counts vs rules.ParseNFTJSON: %s", d)
 	}
 	for _, tab := range c.Tables {
 		if tab.Name != "kube-proxy" {
@@ -277,9 +279,11 @@ func cmpCounts(a, b map[string]int) string {
 	return ""
 }
 
+// writeTestdata writes the parsers' testdata, which lives with package
+// rules.
 func writeTestdata(t *testing.T, name string, data []byte) {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join("testdata", name), data, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join("rules", "testdata", name), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -32,7 +32,8 @@ const (
 // order (the order of the iptables cascade or of the nft numgen map, so
 // that a position means the same in every service), the shares the API
 // state promises, optionally the shares the rules imply (from
-// proxier.ImpliedIPTables or ImpliedNFTables), and the replies counted.
+// rules.ImpliedIPTables, ImpliedNFTables or ImpliedIPVS), and the replies
+// counted.
 type ServiceSample struct {
 	Service   string
 	Endpoints []string

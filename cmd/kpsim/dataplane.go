@@ -5,30 +5,30 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/proxier/rules"
 	"github.com/kpsim/kpsim/scenarios"
 )
 
 // readDataplane counts the node's rules with the standard tools and saves
 // the raw dumps as <mode>.<when>.* in the run directory.
 func (n *node) readDataplane(ctx context.Context, when string) (map[string]int, error) {
-	var dumps []proxier.Dump
+	var dumps []rules.Dump
 	switch n.ms.Mode {
 	case scenarios.ModeIPTables:
-		d, err := proxier.ReadIPTables(ctx, n.ms.Backend)
+		d, err := rules.ReadIPTables(ctx, n.ms.Backend)
 		if err != nil {
 			return nil, fmt.Errorf("reading iptables rules (%s): %w", when, err)
 		}
 		dumps = append(dumps, d)
 	case scenarios.ModeNFTables:
-		d, err := proxier.ReadNFTables(ctx)
+		d, err := rules.ReadNFTables(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("reading nftables rules (%s): %w", when, err)
 		}
 		dumps = append(dumps, d)
 	case scenarios.ModeIPVS:
 		// The IPVS dump holds the iptables rules IPVS mode writes too.
-		d, err := proxier.ReadIPVS(ctx, n.ms.Backend)
+		d, err := rules.ReadIPVS(ctx, n.ms.Backend)
 		if err != nil {
 			return nil, fmt.Errorf("reading IPVS, ipset and iptables state (%s): %w", when, err)
 		}
@@ -42,7 +42,7 @@ func (n *node) readDataplane(ctx context.Context, when string) (map[string]int, 
 	}
 	if n.outDir != "" {
 		name := n.ms.Name + "." + when
-		if err := proxier.SaveDumps(n.outDir, name, dumps...); err != nil {
+		if err := rules.SaveDumps(n.outDir, name, dumps...); err != nil {
 			return counts, err
 		}
 		n.res.Dumps = append(n.res.Dumps, name+".*")

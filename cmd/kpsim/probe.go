@@ -9,7 +9,7 @@ import (
 	"sort"
 
 	"github.com/kpsim/kpsim/netns"
-	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/proxier/rules"
 	"github.com/kpsim/kpsim/reports"
 	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/sim"
@@ -77,7 +77,7 @@ func (n *node) probe(ctx context.Context, index int, st scenarios.Step) error {
 	if sd.Connections == 0 {
 		sd.Connections = 100 // nothing to test the shares of: reachability only
 	}
-	implied, impliedErr := n.impliedShares(ctx)
+	implied, impliedErr := n.impliedShares(ctx, targets)
 	if impliedErr != nil {
 		sd.ImpliedError = impliedErr.Error()
 	}
@@ -176,25 +176,72 @@ func equalShares(k int) []float64 {
 	return s
 }
 
-// impliedShares parses the shares the proxier's rules imply, keyed like
-// kube-proxy's comments ("ns/name:port", local chains with
-// proxier.LocalSuffix). IPVS weights are not parsed yet.
-func (n *node) impliedShares(ctx context.Context) (map[string]proxier.ServiceShares, error) {
+// impliedShares parses the shares the proxier's rules imply, keyed by
+// impliedKey. iptables and nftables chains name their Service; the IPVS
+// table names virtual servers only, so each target is looked up as the
+// virtual server its connections are scheduled by (ClusterIP, node
+// address and NodePort, or load-balancer IP, with the port's protocol).
+func (n *node) impliedShares(ctx context.Context, targets []probeTarget) (map[string]rules.ServiceShares, error) {
 	switch n.ms.Mode {
 	case scenarios.ModeIPTables:
-		d, err := proxier.ReadIPTables(ctx, n.ms.Backend)
+		d, err := rules.ReadIPTables(ctx, n.ms.Backend)
 		if err != nil {
 			return nil, err
 		}
-		return proxier.ImpliedIPTables(d.IPv4)
+		return rules.ImpliedIPTables(d.IPv4)
 	case scenarios.ModeNFTables:
-		d, err := proxier.ReadNFTables(ctx)
+		d, err := rules.ReadNFTables(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return proxier.ImpliedNFTables(d.JSON, "ip")
+		return rules.ImpliedNFTables(d.JSON, "ip")
+	case scenarios.ModeIPVS:
+		d, err := rules.ReadIPVS(ctx, n.ms.Backend)
+		if err != nil {
+			return nil, err
+		}
+		byVS, err := rules.ImpliedIPVS(d.ProcIPVS)
+		if err != nil {
+			return nil, err
+		}
+		return ipvsSharesByTarget(byVS, targets), nil
 	}
 	return nil, nil
+}
+
+// ipvsSharesByTarget keys the shares of IPVS virtual servers
+// (rules.ImpliedIPVS) by the targets that reach them; a target without a
+// virtual server gets none.
+func ipvsSharesByTarget(byVS map[string]rules.ServiceShares, targets []probeTarget) map[string]rules.ServiceShares {
+	out := map[string]rules.ServiceShares{}
+	for _, t := range targets {
+		vs := rules.IPVSService{Protocol: string(t.port.Protocol), Address: t.target}
+		if s, ok := byVS[vs.Key()]; ok {
+			s.Service, s.Local = t.svc.Key()+portSuffix(t.port.Name), t.exp.Local
+			out[impliedKey(t)] = s
+		}
+	}
+	return out
+}
+
+// impliedKey is the key of a target's shares in impliedShares' map:
+// "ns/name:port" as kube-proxy's comments print it, plus rules.LocalSuffix
+// when only node-local endpoints are eligible (iptables KUBE-SVL-*,
+// nftables local-* chains).
+func impliedKey(t probeTarget) string {
+	key := t.svc.Key() + portSuffix(t.port.Name)
+	if t.exp.Local {
+		key += rules.LocalSuffix
+	}
+	return key
+}
+
+// portSuffix is ":name" for a named port, "" for an unnamed one.
+func portSuffix(name string) string {
+	if name == "" {
+		return ""
+	}
+	return ":" + name
 }
 
 func probeResult(step string, t probeTarget, p *scenarios.ProbeStep, r netns.ProbeResult) reports.Probe {
@@ -266,11 +313,8 @@ func checkProbe(pr reports.Probe, t probeTarget, ms *scenarios.ModeSpec) []repor
 // distributionSample lines up counts, expected and rule-implied shares by
 // endpoint, in kube-proxy's order (address:port as text), so positions
 // mean the same in every Service.
-func distributionSample(pr reports.Probe, t probeTarget, implied map[string]proxier.ServiceShares) reports.ServiceSample {
-	key := pr.Service
-	if pr.Port != "" {
-		key += ":" + pr.Port
-	}
+func distributionSample(pr reports.Probe, t probeTarget, implied map[string]rules.ServiceShares) reports.ServiceSample {
+	key := pr.Service + portSuffix(pr.Port)
 	names := append([]string(nil), pr.Expected...)
 	for ep := range pr.Endpoints {
 		if !slices.Contains(names, ep) {
@@ -288,11 +332,7 @@ func distributionSample(pr reports.Probe, t probeTarget, implied map[string]prox
 		s.Expected = append(s.Expected, share)
 		s.Counts = append(s.Counts, pr.Endpoints[ep])
 	}
-	chain := key
-	if t.exp.Local {
-		chain += proxier.LocalSuffix
-	}
-	if sh, ok := implied[chain]; ok {
+	if sh, ok := implied[impliedKey(t)]; ok {
 		byEP := map[string]float64{}
 		for _, e := range sh.Endpoints {
 			byEP[e.Endpoint] = e.Probability

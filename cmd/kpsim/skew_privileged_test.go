@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/kpsim/kpsim/netns"
-	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/proxier/rules"
 	"github.com/kpsim/kpsim/reports"
 )
 
@@ -139,11 +139,11 @@ func runSkewNode(ctx context.Context, env *netns.NodeEnv) error {
 	if out, err := restore.CombinedOutput(); err != nil {
 		return fmt.Errorf("iptables-legacy-restore: %w: %s", err, out)
 	}
-	dump, err := proxier.ReadIPTables(ctx, "legacy")
+	dump, err := rules.ReadIPTables(ctx, "legacy")
 	if err != nil {
 		return err
 	}
-	implied, err := proxier.ImpliedIPTables(dump.IPv4)
+	implied, err := rules.ImpliedIPTables(dump.IPv4)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package proxier
+package rules
 
 import (
 	"context"
@@ -16,8 +16,9 @@ import (
 var updateRules = flag.Bool("update-rules", false, "rewrite testdata/*.normalized golden files")
 
 // Testdata: kube-proxy-iptables-{legacy,nft}.save are live captures
-// (TestPrivilegedRules -capture-rules, before it had svc5...: 4 Services
-// with 11 endpoints and svc4 without); iptables-crafted-counters.save is
+// (package proxier's TestPrivilegedRules -capture-rules, before it had
+// svc5...: 4 Services with 11 endpoints and svc4 without);
+// iptables-crafted-counters.save is
 // iptables-crafted.input.rules loaded with iptables-legacy-restore in an
 // "unshare -n" namespace and saved with -c (two counters edited to non-zero
 // by hand); ip6tables-crafted.save likewise for IPv6.

@@ -1,4 +1,4 @@
-package proxier
+package rules
 
 import (
 	"errors"
@@ -9,12 +9,6 @@ import (
 	"strings"
 )
 
-// This file computes the traffic split the rules themselves imply: the
-// exact probability that a new connection to a service is DNATed to each
-// endpoint, from what the proxier wrote (iptables-save text or nft JSON),
-// so that a report can separate an error in the rules from the sampling
-// error of probes.
-//
 // iptables: kube-proxy writes a cascade in KUBE-SVC-* (and KUBE-SVL-*)
 // chains, rule i ("-m statistic --mode random --probability P_i -j
 // KUBE-SEP-…") taken with probability P_i when reached, the last rule
@@ -36,71 +30,6 @@ import (
 // Endpoint i of the cascade then gets t_i/2³¹ · Π_{j<i} (1 - t_j/2³¹),
 // computed here in exact rational arithmetic. Shares differ from 1/n by
 // about 2⁻³¹ per branch (1e-10 absolute).
-//
-// nftables: kube-proxy writes "dnat to numgen random mod N map { 0 : addr
-// . port, … }" (older releases: "numgen random mod N vmap { 0 : goto
-// endpoint-… }" with the DNAT in the endpoint chain). The kernel
-// (net/netfilter/nft_numgen.c, nft_ng_random_gen) computes
-// reciprocal_scale(get_random_u32(), N) + offset = ⌊u·N/2³²⌋ + offset for a
-// uniform 32-bit u, so key offset+j is drawn with probability
-//
-//	(⌈(j+1)·2³²/N⌉ - ⌈j·2³²/N⌉) / 2³²,
-//
-// exactly 1/N only when N divides 2³²; otherwise keys differ by one in 2³²
-// (about 2.3e-10). A key missing from the map makes the lookup fail and
-// the rule not apply: that mass is Unmatched.
-
-// LocalSuffix is appended to the service key of a local-traffic-policy
-// chain (iptables KUBE-SVL-*, nftables local-*), which a service with
-// externalTrafficPolicy or internalTrafficPolicy Local has beside its
-// cluster-wide one.
-const LocalSuffix = " (local)"
-
-// ServiceShares is the split of new connections one service chain
-// implies.
-type ServiceShares struct {
-	// Service is "namespace/name:port" (the port's name; "namespace/name"
-	// for an unnamed port), as kube-proxy's comments print it.
-	Service string `json:"service"`
-	// Chain is the service chain the shares were computed from.
-	Chain string `json:"chain"`
-	// Local marks a local-traffic-policy chain.
-	Local bool `json:"local,omitempty"`
-	// Endpoints in chain order (cascade order, or map key order): a
-	// position means the same in every service.
-	Endpoints []EndpointShare `json:"endpoints"`
-	// Unmatched is the probability that no branch applies (0 in kube-proxy
-	// output: its last iptables branch is unconditional, its maps cover
-	// every key).
-	Unmatched float64 `json:"unmatched"`
-}
-
-// EndpointShare is one endpoint's exact share.
-type EndpointShare struct {
-	// Endpoint is address:port, IPv6 addresses in brackets.
-	Endpoint string `json:"endpoint"`
-	// Probability is the exact share (rounded only by the final
-	// conversion to float64).
-	Probability float64 `json:"probability"`
-}
-
-// Addresses returns the endpoints in chain order.
-func (s ServiceShares) Addresses() []string {
-	out := make([]string, len(s.Endpoints))
-	for i, e := range s.Endpoints {
-		out[i] = e.Endpoint
-	}
-	return out
-}
-
-// Probabilities returns the endpoints' shares in chain order.
-func (s ServiceShares) Probabilities() []float64 {
-	out := make([]float64, len(s.Endpoints))
-	for i, e := range s.Endpoints {
-		out[i] = e.Probability
-	}
-	return out
-}
 
 // twoTo31 is the scale of xt_statistic thresholds.
 const twoTo31 = 1 << 31

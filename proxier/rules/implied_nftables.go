@@ -1,4 +1,4 @@
-package proxier
+package rules
 
 import (
 	"encoding/json"
@@ -10,6 +10,19 @@ import (
 	"strings"
 )
 
+// nftables: kube-proxy writes "dnat to numgen random mod N map { 0 : addr
+// . port, … }" (older releases: "numgen random mod N vmap { 0 : goto
+// endpoint-… }" with the DNAT in the endpoint chain). The kernel
+// (net/netfilter/nft_numgen.c, nft_ng_random_gen) computes
+// reciprocal_scale(get_random_u32(), N) + offset = ⌊u·N/2³²⌋ + offset for a
+// uniform 32-bit u, so key offset+j is drawn with probability
+//
+//	(⌈(j+1)·2³²/N⌉ - ⌈j·2³²/N⌉) / 2³²,
+//
+// exactly 1/N only when N divides 2³²; otherwise keys differ by one in 2³²
+// (about 2.3e-10). A key missing from the map makes the lookup fail and
+// the rule not apply: that mass is Unmatched.
+
 // nftTableName is the table kube-proxy's nftables mode owns.
 const nftTableName = "kube-proxy"
 
@@ -20,7 +33,7 @@ const nftTableName = "kube-proxy"
 // service-HASH-ns/name/proto/port; plus LocalSuffix for local-* chains).
 // The first rule of a chain that DNATs decides (nft's dnat is terminal);
 // protocol matches in it are assumed to hold for the service's own
-// traffic. See implied.go for the numgen arithmetic.
+// traffic. See the numgen arithmetic above.
 func ImpliedNFTables(dump []byte, family string) (map[string]ServiceShares, error) {
 	rs, err := parseNFTJSON(dump)
 	if err != nil {
@@ -158,29 +171,41 @@ type nftNumgenMap struct {
 	} `json:"data"`
 }
 
-// numgenKeyShares returns, for each map key, the probability that
-// numgen random mod N (+offset) draws it: (⌈(j+1)2³²/N⌉ - ⌈j2³²/N⌉)/2³².
-func numgenKeyShares(m *nftNumgenMap) (map[uint64]*big.Rat, error) {
+// numgenDraw is a checked "numgen random mod N offset O" expression.
+type numgenDraw struct{ mod, offset uint32 }
+
+func newNumgenDraw(m *nftNumgenMap) (numgenDraw, error) {
 	ng := m.Key.Numgen
 	if ng == nil {
-		return nil, errors.New("map key is not numgen")
+		return numgenDraw{}, errors.New("map key is not numgen")
 	}
 	if ng.Mode != "random" {
-		return nil, fmt.Errorf("numgen mode %q is not random", ng.Mode)
+		return numgenDraw{}, fmt.Errorf("numgen mode %q is not random", ng.Mode)
 	}
 	if ng.Mod == 0 {
-		return nil, errors.New("numgen mod 0")
+		return numgenDraw{}, errors.New("numgen mod 0")
 	}
-	two32 := uint64(1) << 32
+	return numgenDraw{ng.Mod, ng.Offset}, nil
+}
+
+// share returns the probability that the draw yields key, nil when it
+// never does: key = j + offset (in u32 arithmetic, as the kernel adds)
+// with j < N, drawn with probability (⌈(j+1)2³²/N⌉ - ⌈j2³²/N⌉)/2³². It is
+// computed per key, not for every j, as N may be up to 2³² - 1.
+func (g numgenDraw) share(key uint64) *big.Rat {
+	if key > 1<<32-1 {
+		return nil
+	}
+	j := uint64(uint32(key) - g.offset)
+	n := uint64(g.mod)
+	if j >= n {
+		return nil
+	}
+	const two32 = uint64(1) << 32
 	ceilDiv := func(a, b uint64) uint64 { return (a + b - 1) / b }
-	out := map[uint64]*big.Rat{}
-	n := uint64(ng.Mod)
-	for j := uint64(0); j < n; j++ {
-		// (j+1)·2³² fits in uint64 for N ≤ 2³².
-		cnt := ceilDiv((j+1)*two32, n) - ceilDiv(j*two32, n)
-		out[j+uint64(ng.Offset)] = new(big.Rat).SetFrac(new(big.Int).SetUint64(cnt), new(big.Int).SetUint64(two32))
-	}
-	return out, nil
+	// (j+1)·2³² fits in uint64 for N ≤ 2³².
+	cnt := ceilDiv((j+1)*two32, n) - ceilDiv(j*two32, n)
+	return new(big.Rat).SetFrac(new(big.Int).SetUint64(cnt), new(big.Int).SetUint64(two32))
 }
 
 // nftDNATBranches decodes a dnat statement: a fixed address, or a numgen
@@ -207,14 +232,17 @@ func nftDNATBranches(raw json.RawMessage) ([]nftBranch, error) {
 	if err := json.Unmarshal(d.Addr, &wrap); err != nil || wrap.Map == nil {
 		return nil, fmt.Errorf("dnat address %s is neither an address nor a numgen map", d.Addr)
 	}
-	keys, err := numgenKeyShares(wrap.Map)
+	keys, err := newNumgenKeys(wrap.Map)
 	if err != nil {
 		return nil, err
 	}
 	var out []nftBranch
 	for _, kv := range wrap.Map.Data.Set {
-		_, p, err := nftMapKey(kv[0], keys)
-		if err != nil || p == nil {
+		p, err := keys.share(kv[0])
+		if err != nil {
+			return nil, err
+		}
+		if p == nil {
 			continue // a key numgen never draws
 		}
 		var cc struct {
@@ -244,14 +272,17 @@ func nftVmapBranches(t *nftTable, raw json.RawMessage) ([]nftBranch, error) {
 	if m.Key.Numgen == nil {
 		return nil, nil // a vmap on something else (e.g. addresses) is not a split
 	}
-	keys, err := numgenKeyShares(&m)
+	keys, err := newNumgenKeys(&m)
 	if err != nil {
 		return nil, err
 	}
 	var out []nftBranch
 	for _, kv := range m.Data.Set {
-		_, p, err := nftMapKey(kv[0], keys)
-		if err != nil || p == nil {
+		p, err := keys.share(kv[0])
+		if err != nil {
+			return nil, err
+		}
+		if p == nil {
 			continue
 		}
 		var verdict map[string]struct {
@@ -279,14 +310,33 @@ func nftVmapBranches(t *nftTable, raw json.RawMessage) ([]nftBranch, error) {
 	return out, nil
 }
 
-// nftMapKey decodes a numeric map key and looks up its probability (nil
-// when numgen never draws it).
-func nftMapKey(raw json.RawMessage, keys map[uint64]*big.Rat) (uint64, *big.Rat, error) {
-	var k uint64
-	if err := json.Unmarshal(raw, &k); err != nil {
-		return 0, nil, fmt.Errorf("map key %s: %w", raw, err)
+// numgenKeys looks up the keys of one numgen map.
+type numgenKeys struct {
+	draw numgenDraw
+	seen map[uint64]bool
+}
+
+func newNumgenKeys(m *nftNumgenMap) (*numgenKeys, error) {
+	g, err := newNumgenDraw(m)
+	if err != nil {
+		return nil, err
 	}
-	return k, keys[k], nil
+	return &numgenKeys{draw: g, seen: map[uint64]bool{}}, nil
+}
+
+// share decodes a map key and returns its probability: nil when numgen
+// never draws it or it is not a number. A key listed twice is an error
+// (nft refuses it; counting it twice would make the shares sum over 1).
+func (k *numgenKeys) share(raw json.RawMessage) (*big.Rat, error) {
+	var key uint64
+	if json.Unmarshal(raw, &key) != nil {
+		return nil, nil
+	}
+	if k.seen[key] {
+		return nil, fmt.Errorf("map key %d listed twice", key)
+	}
+	k.seen[key] = true
+	return k.draw.share(key), nil
 }
 
 // nftEndpoint formats an address and a port (JSON string and number) as

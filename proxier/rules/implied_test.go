@@ -1,4 +1,4 @@
-package proxier
+package rules
 
 import (
 	"encoding/json"
@@ -185,32 +185,53 @@ COMMIT
 	}
 }
 
-func TestNumgenKeyShares(t *testing.T) {
-	m := &nftNumgenMap{}
-	m.Key.Numgen = &struct {
-		Mode   string `json:"mode"`
-		Mod    uint32 `json:"mod"`
-		Offset uint32 `json:"offset"`
-	}{Mode: "random", Mod: 3}
-	keys, err := numgenKeyShares(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// 2³² = 3·1431655765 + 1: ⌊u·3/2³²⌋ is 0 for 1431655766 values of u,
-	// 1 and 2 for 1431655765 each.
+func TestNumgenDrawShare(t *testing.T) {
 	two32 := new(big.Int).Lsh(big.NewInt(1), 32)
-	for k, want := range map[uint64]int64{0: 1431655766, 1: 1431655765, 2: 1431655765} {
-		if w := new(big.Rat).SetFrac(big.NewInt(want), two32); keys[k].Cmp(w) != 0 {
-			t.Errorf("key %d: %v, want %v", k, keys[k], w)
-		}
+	frac := func(n int64) *big.Rat { return new(big.Rat).SetFrac(big.NewInt(n), two32) }
+	for _, tc := range []struct {
+		name        string
+		mod, offset uint32
+		want        map[uint64]*big.Rat // nil: never drawn
+	}{
+		// 2³² = 3·1431655765 + 1: ⌊u·3/2³²⌋ is 0 for 1431655766 values
+		// of u, 1 and 2 for 1431655765 each.
+		{"mod 3", 3, 0, map[uint64]*big.Rat{0: frac(1431655766), 1: frac(1431655765), 2: frac(1431655765), 3: nil}},
+		// A power of two divides 2³²: exactly 1/N.
+		{"mod 8 offset 10", 8, 10, map[uint64]*big.Rat{9: nil, 10: big.NewRat(1, 8), 17: big.NewRat(1, 8), 18: nil}},
+		// The kernel adds the offset in u32: keys wrap past 2³² - 1.
+		{"offset wraps", 4, 1<<32 - 2, map[uint64]*big.Rat{1<<32 - 2: big.NewRat(1, 4), 1<<32 - 1: big.NewRat(1, 4), 0: big.NewRat(1, 4), 1: big.NewRat(1, 4), 2: nil, 1 << 32: nil}},
+		// The largest N is computed per key, not by listing every j.
+		{"mod 2³²-1", 1<<32 - 1, 0, map[uint64]*big.Rat{0: frac(2), 1: frac(1), 1<<32 - 2: frac(1), 1<<32 - 1: nil}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &nftNumgenMap{}
+			m.Key.Numgen = &struct {
+				Mode   string `json:"mode"`
+				Mod    uint32 `json:"mod"`
+				Offset uint32 `json:"offset"`
+			}{Mode: "random", Mod: tc.mod, Offset: tc.offset}
+			g, err := newNumgenDraw(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, want := range tc.want {
+				got := g.share(k)
+				if (got == nil) != (want == nil) || (got != nil && got.Cmp(want) != 0) {
+					t.Errorf("key %d: %v, want %v", k, got, want)
+				}
+			}
+		})
 	}
-	// A power of two divides 2³²: exactly 1/N.
-	m.Key.Numgen.Mod, m.Key.Numgen.Offset = 8, 10
-	keys, _ = numgenKeyShares(m)
-	for k := uint64(10); k < 18; k++ {
-		if keys[k].Cmp(big.NewRat(1, 8)) != 0 {
-			t.Errorf("mod 8 key %d: %v", k, keys[k])
-		}
+}
+
+func TestImpliedNFTablesDuplicateKey(t *testing.T) {
+	dump := `{"nftables": [{"table": {"family": "ip", "name": "kube-proxy"}},
+{"chain": {"family": "ip", "table": "kube-proxy", "name": "service-AAAAAAAA-ns/a/tcp/p"}},
+{"rule": {"family": "ip", "table": "kube-proxy", "chain": "service-AAAAAAAA-ns/a/tcp/p", "expr": [{"dnat": {"addr": {"map": {
+  "key": {"numgen": {"mode": "random", "mod": 2, "offset": 0}},
+  "data": {"set": [[0, {"concat": ["10.0.0.1", 80]}], [0, {"concat": ["10.0.0.2", 80]}], [1, {"concat": ["10.0.0.3", 80]}]]}}}}}]}}]}`
+	if _, err := ImpliedNFTables([]byte(dump), "ip"); err == nil || !strings.Contains(err.Error(), "listed twice") {
+		t.Errorf("a map key listed twice: error %v", err)
 	}
 }
 
@@ -299,30 +320,4 @@ func TestNFTServiceChain(t *testing.T) {
 			t.Errorf("%s: %q %v %v, want %q %v %v", tc.chain, svc, local, ok, tc.svc, tc.local, tc.ok)
 		}
 	}
-}
-
-// FuzzImpliedIPTables: any input either fails cleanly or yields shares
-// in [0, 1] that, with Unmatched, sum to 1.
-func FuzzImpliedIPTables(f *testing.F) {
-	for _, name := range []string{"implied/cascade.save", "implied/rounding.save", "kube-proxy-iptables-legacy.save"} {
-		f.Add(readTestdata(f, name))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		got, err := ImpliedIPTables(b)
-		if err != nil {
-			return
-		}
-		for k, s := range got {
-			sum := s.Unmatched
-			for _, e := range s.Endpoints {
-				if e.Probability < 0 || e.Probability > 1 {
-					t.Fatalf("%s: probability %v", k, e.Probability)
-				}
-				sum += e.Probability
-			}
-			if math.Abs(sum-1) > 1e-12 {
-				t.Fatalf("%s: shares sum to %v", k, sum)
-			}
-		}
-	})
 }

@@ -1,4 +1,4 @@
-package proxier
+package rules
 
 import (
 	"sort"
@@ -19,7 +19,9 @@ import (
 func ReachableIPTables(normalized string) (kept string, unreachable []string) {
 	lines := strings.Split(normalized, "\n")
 	type table struct {
-		start, end int // line range, inclusive of *name and COMMIT
+		// start is the *name line, end its COMMIT line, or len(lines)
+		// when the text ends without COMMIT.
+		start, end int
 		reach      map[string]bool
 	}
 	var tables []table
@@ -27,7 +29,7 @@ func ReachableIPTables(normalized string) (kept string, unreachable []string) {
 		if !strings.HasPrefix(lines[i], "*") {
 			continue
 		}
-		t := table{start: i, end: len(lines) - 1}
+		t := table{start: i, end: len(lines)}
 		for j := i + 1; j < len(lines); j++ {
 			if lines[j] == "COMMIT" {
 				t.end = j
@@ -97,4 +99,35 @@ func ReachableIPTables(normalized string) (kept string, unreachable []string) {
 	}
 	sort.Strings(unreachable)
 	return strings.Join(out, "\n"), unreachable
+}
+
+// StaleNFTChains removes from a normalized nftables dump (NormalizeNFTJSON)
+// the chains that are empty and that no rule or map element jumps or goes
+// to, and returns the rest and the chains removed, sorted. kube-proxy's
+// nftables mode flushes a chain it no longer needs at once and deletes it
+// in a sync at least a second later (staleChains), so a dataplane after
+// churn may hold such chains for a while; nothing can reach them.
+func StaleNFTChains(normalized string) (string, []string) {
+	lines := strings.SplitAfter(normalized, "\n")
+	isTop := func(l string) bool { return l != "" && !strings.HasPrefix(l, " ") }
+	empty := map[int]string{} // line index -> chain name
+	for i, l := range lines {
+		rest, ok := strings.CutPrefix(l, "chain ")
+		if !ok || (i+1 < len(lines) && !isTop(lines[i+1]) && lines[i+1] != "") {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, " ")
+		empty[i] = name
+	}
+	var stale []string
+	var b strings.Builder
+	for i, l := range lines {
+		if name, ok := empty[i]; ok && !strings.Contains(normalized, `"target":"`+name+`"`) {
+			stale = append(stale, name)
+			continue
+		}
+		b.WriteString(l)
+	}
+	sort.Strings(stale)
+	return b.String(), stale
 }

@@ -1,4 +1,4 @@
-package proxier
+package rules
 
 import (
 	"bufio"
@@ -60,6 +60,15 @@ type IPVSService struct {
 	Netmask    netip.Addr `json:"netmask,omitzero"`
 	// Dests are the real servers in kernel order.
 	Dests []IPVSDest `json:"dests"`
+}
+
+// Key names the virtual server: "TCP 10.96.0.10:80", "UDP [fd00::a]:53",
+// "FWM 1"; ImpliedIPVS keys its shares with it.
+func (s IPVSService) Key() string {
+	if s.Protocol == "FWM" {
+		return fmt.Sprintf("FWM %d", s.FWMark)
+	}
+	return s.Protocol + " " + s.Address.String()
 }
 
 // IPVSDest is one real server of a virtual server.
@@ -322,11 +331,15 @@ func ParseProcIPVS(text []byte) ([]IPVSService, error) {
 			if err != nil {
 				return nil, fmt.Errorf("line %d: %w", n, err)
 			}
+			// Weight and connection counts are non-negative ints in the
+			// kernel (a negative weight is refused with ERANGE).
 			var nums [3]int
 			for i := range nums {
-				if nums[i], err = strconv.Atoi(f[2+i]); err != nil {
+				v, err := strconv.ParseUint(f[2+i], 10, 31)
+				if err != nil {
 					return nil, fmt.Errorf("line %d: bad number %q in %q", n, f[2+i], line)
 				}
+				nums[i] = int(v)
 			}
 			s := &svcs[len(svcs)-1]
 			s.Dests = append(s.Dests, IPVSDest{Address: ap, Forward: f[1], Weight: nums[0], ActiveConns: nums[1], InactiveConns: nums[2]})

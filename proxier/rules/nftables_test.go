@@ -1,4 +1,4 @@
-package proxier
+package rules
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 )
 
 // Testdata: kube-proxy-nft.{json,txt} are a live capture of the nftables
-// proxier (TestPrivilegedRules -capture-rules, 4 Services with 11
-// endpoints and svc4 without); nft-crafted.{json,txt} are
+// proxier (package proxier's TestPrivilegedRules -capture-rules, 4
+// Services with 11 endpoints and svc4 without); nft-crafted.{json,txt} are
 // nft-crafted.input.nft loaded with "nft -f" in an "unshare -n" namespace
 // (interval and concatenated set elements, an ip6 kube-proxy table and a
 // foreign inet table).

@@ -1,4 +1,4 @@
-package proxier
+package rules
 
 import (
 	"context"
@@ -53,6 +53,8 @@ func TestParseProcIPVSErrors(t *testing.T) {
 		{"bad port", header + "TCP  0A60000A:50 rr\n", "bad port"},
 		{"short dest", header + "TCP  0A60000A:0050 rr\n  -> 0AF4000A:1F90 Masq 1\n", "line 5: bad real server line"},
 		{"bad weight", header + "TCP  0A60000A:0050 rr\n  -> 0AF4000A:1F90 Masq x 0 0\n", `bad number "x"`},
+		{"negative weight", header + "TCP  0A60000A:0050 rr\n  -> 0AF4000A:1F90 Masq -1 0 0\n", `bad number "-1"`},
+		{"weight over int32", header + "TCP  0A60000A:0050 rr\n  -> 0AF4000A:1F90 Masq 2147483648 0 0\n", `bad number "2147483648"`},
 		{"bad persistence", header + "TCP  0A60000A:0050 rr persistent 10\n", "bad persistence"},
 		{"trailing junk", header + "TCP  0A60000A:0050 rr what\n", `unexpected "what"`},
 		{"bad ipv6", header + "TCP  [10.0.0.1]:0050 rr\n", "bad IPv6 address"},

@@ -1,4 +1,4 @@
-package proxier
+package rules
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"strings"
 )
 
-// Dump is a dataplane read by ReadIPTables or ReadNFTables.
+// Dump is a dataplane read by ReadIPTables, ReadNFTables or ReadIPVS.
 type Dump interface {
 	// Counts are the flat counts under the scenario schema's names.
 	Counts() map[string]int

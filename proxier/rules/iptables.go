@@ -1,4 +1,4 @@
-package proxier
+package rules
 
 import (
 	"bufio"
@@ -9,6 +9,12 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+)
+
+// Backends of the iptables binaries: iptables-<backend>-save.
+const (
+	BackendLegacy = "legacy"
+	BackendNFT    = "nft"
 )
 
 // IPTablesDump is what iptables-save and ip6tables-save print in the

@@ -1,4 +1,4 @@
-package proxier
+package rules
 
 import (
 	"testing"
@@ -55,5 +55,46 @@ COMMIT
 	other, _ := ReachableIPTables(want)
 	if other != got {
 		t.Errorf("removing unreachable chains changed the reachable part")
+	}
+}
+
+// A text cut short of COMMIT still counts its last line, and a lone table
+// line is no panic (found by FuzzReachableIPTables, kept as a seed).
+func TestReachableIPTablesWithoutCommit(t *testing.T) {
+	got, unreachable := ReachableIPTables("*nat\n:OUTPUT ACCEPT\n:A -\n:B -\n-A OUTPUT -j A")
+	if want := "*nat\n:OUTPUT ACCEPT\n:A -\n-A OUTPUT -j A"; got != want {
+		t.Errorf("kept %q, want %q", got, want)
+	}
+	if d := cmp.Diff([]string{"nat/B"}, unreachable); d != "" {
+		t.Errorf("unreachable (-want +got):\n%s", d)
+	}
+	if got, unreachable := ReachableIPTables("*"); got != "*" || len(unreachable) != 0 {
+		t.Errorf("lone table line: %q %v", got, unreachable)
+	}
+}
+
+func TestStaleNFTChains(t *testing.T) {
+	in := `chain a {"name":"a"}
+  rule {"expr":[{"goto":{"target":"b"}}]}
+chain b {"name":"b"}
+chain c {"name":"c"}
+map m {"name":"m"}
+  elem [{"elem":1},{"goto":{"target":"d"}}]
+chain d {"name":"d"}
+chain e {"name":"e"}
+  rule {"expr":[]}
+`
+	got, stale := StaleNFTChains(in)
+	want := `chain a {"name":"a"}
+  rule {"expr":[{"goto":{"target":"b"}}]}
+chain b {"name":"b"}
+map m {"name":"m"}
+  elem [{"elem":1},{"goto":{"target":"d"}}]
+chain d {"name":"d"}
+chain e {"name":"e"}
+  rule {"expr":[]}
+`
+	if got != want || len(stale) != 1 || stale[0] != "c" {
+		t.Errorf("StaleNFTChains: stale %v, got:\n%s", stale, got)
 	}
 }
