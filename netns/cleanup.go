@@ -176,18 +176,33 @@ func nodeProcesses(proc string) ([]nodeProc, error) {
 // orphanNodes are node processes whose orchestrator is gone (they were
 // reparented). Pdeathsig kills nodes with their parent, so these only exist
 // if that raced.
+//
+// A child a node forks to run a program (iptables-restore, nft) carries
+// the node's argv until it execs; its parent is a live node of the same
+// run, so it is no orphan (sweeping it would kill a live run's program).
 func orphanNodes(proc string) ([]nodeProc, error) {
 	nodes, err := nodeProcesses(proc)
 	if err != nil {
 		return nil, err
 	}
+	return orphans(nodes), nil
+}
+
+func orphans(nodes []nodeProc) []nodeProc {
+	runOf := map[int]string{}
+	for _, n := range nodes {
+		runOf[n.pid] = n.runID
+	}
 	var out []nodeProc
 	for _, n := range nodes {
+		if run, ok := runOf[n.ppid]; ok && run == n.runID {
+			continue // forked by a node, not yet exec'd
+		}
 		if n.ppid != n.owner {
 			out = append(out, n)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // parentPID reads the ppid from /proc/<pid>/stat (the field after the
@@ -209,7 +224,9 @@ func parentPID(proc string, pid int) (int, bool) {
 	return ppid, err == nil
 }
 
-// RunProcesses returns the pids of live node processes of the given run.
+// RunProcesses returns the pids of live node processes of the given run
+// (with children a node forked that have not exec'd yet: they carry its
+// argv).
 func RunProcesses(runID string) ([]int, error) {
 	nodes, err := nodeProcesses("/proc")
 	if err != nil {

@@ -98,13 +98,17 @@ func TestNodeProcesses(t *testing.T) {
 		11: {args: []string{nodeArgv0, "proxier", "kpsim-aaaa", "10"}, ppid: 10}, // owned
 		12: {args: []string{nodeArgv0, "proxier", "kpsim-bbbb", "99"}, ppid: 1},  // orphan
 		13: {args: []string{"bash"}, ppid: 1},
+		// Forked by node 11 to run a program, not yet exec'd: not an orphan.
+		14: {args: []string{nodeArgv0, "proxier", "kpsim-aaaa", "10"}, ppid: 11},
+		// Left by node 12 (an orphan itself): the orphan is its parent.
+		15: {args: []string{nodeArgv0, "proxier", "kpsim-bbbb", "99"}, ppid: 12},
 	})
 	nodes, err := nodeProcesses(proc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(nodes) != 2 {
-		t.Fatalf("found %d node processes, want 2: %+v", len(nodes), nodes)
+	if len(nodes) != 4 {
+		t.Fatalf("found %d node processes, want 4: %+v", len(nodes), nodes)
 	}
 	orphans, err := orphanNodes(proc)
 	if err != nil {

@@ -4,9 +4,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -82,4 +86,31 @@ usage, 3 the machine lacks something (the message says what and how to get it).`
 		newVersionCommand(),
 	)
 	return root
+}
+
+// interruptible returns a context cancelled by the first SIGINT or
+// SIGTERM: the run then winds down (kills its nodes, writes what it
+// measured, exits 1 saying it was interrupted). The first signal also
+// removes the handler, so a second one ends kpsim at once; its nodes die
+// with it (Pdeathsig) and leave nothing on the host. stop releases the
+// handler.
+func interruptible(parent context.Context, stderr io.Writer) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(parent)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			signal.Stop(sigs)
+			fmt.Fprintf(stderr, "kpsim: %v: stopping the nodes and writing what was measured (again to quit at once)\n", s)
+			cancel()
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel()
+	}
 }

@@ -20,6 +20,11 @@ func TestMain(m *testing.M) {
 	if netns.Init() {
 		return
 	}
+	// The fault test runs kpsim as a separate orchestrator process: this
+	// test binary re-executed as the kpsim command (see runAsKpsim).
+	if code, ok := runAsKpsim(); ok {
+		os.Exit(code)
+	}
 	os.Exit(m.Run())
 }
 

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kpsim/kpsim/reports"
+	"github.com/kpsim/kpsim/scenarios"
+)
+
+// The node memory model: a node process's peak RSS from the scenario's
+// size and mode,
+//
+//	base + perService*Services + perEndpoint*Endpoints + perService*extra EndpointSlices.
+//
+// Fitted to the maxRSSBytes of every result.json kept on the development
+// machine (results/*/ and the /tmp/kp-*/ runs, every mode result):
+//   - small scenarios (smoke, policies: 9-25 Services, up to ~120
+//     endpoints): 85-126 MB in every mode, on the host and in the VM;
+//     base is their maximum, rounded up: 130 MB.
+//   - 2000 Services x 10 endpoints (2000x10.yaml: churn, 40,000 probes,
+//     the dataplane read twice): iptables legacy 270-304 MB, iptables nft
+//     275-310 MB, nftables 224-255 MB, iptables legacy in the VM 317-319
+//     MB; IPVS in the VM (initial sync only) 237 MB.
+//
+// Above base that is up to 190 MB for iptables (and IPVS, which also
+// runs iptables) and 130 MB for nftables. Every large run had 10
+// endpoints per Service, so the data cannot split that between Services
+// and endpoints; the model charges the whole of it to each:
+// perService = 190 MB / 2000 and perEndpoint = 190 MB / 20000. For any
+// real split with non-negative costs that is an upper bound (it doubles
+// the estimate at the measured ratio: 510 MB for iptables at 2000x10
+// against 319 MB measured); it can under-estimate only if memory grows
+// faster than linearly with size.
+const (
+	memBase                = 130e6
+	memPerServiceIPTables  = 190e6 / 2000
+	memPerEndpointIPTables = 190e6 / 20000
+	memPerServiceNFTables  = 130e6 / 2000
+	memPerEndpointNFTables = 130e6 / 20000
+)
+
+// nodeMemory estimates the peak RSS in bytes of a node process of mode
+// for a cluster of size sz.
+func nodeMemory(mode string, sz scenarios.Size) int64 {
+	perSvc, perEP := memPerServiceIPTables, memPerEndpointIPTables
+	if mode == scenarios.ModeNFTables {
+		perSvc, perEP = memPerServiceNFTables, memPerEndpointNFTables
+	}
+	extraSlices := max(sz.EndpointSlices-int64(sz.Services), 0)
+	return int64(memBase + perSvc*float64(int64(sz.Services)+extraSlices) + perEP*float64(sz.Endpoints))
+}
+
+// largestFit is the most Services, at the scenario's endpoints and
+// slices per Service, whose estimate fits in avail bytes (0 if none).
+func largestFit(mode string, sz scenarios.Size, avail int64) int {
+	if sz.Services == 0 {
+		return 0
+	}
+	perService := float64(nodeMemory(mode, sz)-memBase) / float64(sz.Services)
+	if float64(avail) <= memBase || perService <= 0 {
+		return 0
+	}
+	return int((float64(avail) - memBase) / perService)
+}
+
+// Guest memory: kpsim run boots VMs with netns.VMOptions' default.
+const (
+	guestMemoryMiB = 1024
+	// guestOverhead is what the guest holds besides the node process:
+	// kernel, modules and slab (100 MiB) and the root file system in RAM,
+	// which is the kpsim binary (added at run time) plus tools and
+	// libraries (60 MiB).
+	guestOverhead = 160 << 20
+	// qemuOverhead is qemu's own memory on the host beside the guest's.
+	qemuOverhead = 100 << 20
+	// orchestratorReserve is kept for kpsim run itself beside its node.
+	orchestratorReserve = 64 << 20
+)
+
+// machine is what the limits depend on; readMachine fills it in.
+type machine struct {
+	// conntrackMax is nf_conntrack_max (DefaultConntrackMax if unread).
+	conntrackMax  int64
+	conntrackNote string
+	// memAvailable is MemAvailable in bytes (0: unknown, not checked).
+	memAvailable int64
+	// binaryBytes is the kpsim binary's size: the guest holds it in RAM.
+	binaryBytes int64
+}
+
+func readMachine() machine {
+	m := machine{conntrackMax: scenarios.DefaultConntrackMax, conntrackNote: "(read from /proc/sys/net/netfilter/nf_conntrack_max)"}
+	if b, err := os.ReadFile("/proc/sys/net/netfilter/nf_conntrack_max"); err == nil {
+		if v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && v > 0 {
+			m.conntrackMax = v
+		}
+	} else {
+		// No conntrack module loaded yet: the kernel sizes the table
+		// when it loads, at most this.
+		m.conntrackNote = "(unreadable here; the kernel's largest automatic size)"
+	}
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		m.memAvailable = memAvailable(f)
+		f.Close()
+	}
+	if exe, err := os.Executable(); err == nil {
+		if fi, err := os.Stat(exe); err == nil {
+			m.binaryBytes = fi.Size()
+		}
+	}
+	return m
+}
+
+// memAvailable parses MemAvailable from /proc/meminfo (bytes; 0 if absent).
+func memAvailable(r io.Reader) int64 {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 2 && f[0] == "MemAvailable:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err == nil {
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}
+
+// guestConntrackMax is nf_conntrack_max as the kernel sizes it in a guest
+// of memMiB (nf_conntrack_init_start: one bucket per 16 KiB of RAM per
+// 8-byte list head, 65536 above 1 GiB, 262144 above 4 GiB, max factor 1).
+func guestConntrackMax(memMiB int) int64 {
+	b := int64(memMiB) << 20
+	switch {
+	case b > 4<<30:
+		return 262144
+	case b > 1<<30:
+		return 65536
+	}
+	return max(b/16384/8, 1024)
+}
+
+// checkLimits refuses, before anything is created, a scenario this
+// machine cannot hold: more conntrack entries than the budget, or node
+// memory beyond what is available. It says why and the largest size
+// that fits.
+func checkLimits(stderr io.Writer, file string, s *scenarios.Scenario, modes []scenarios.ModeSpec, placement map[string]string) error {
+	return checkLimitsOn(stderr, file, s, modes, placement, readMachine())
+}
+
+func checkLimitsOn(stderr io.Writer, file string, s *scenarios.Scenario, modes []scenarios.ModeSpec, placement map[string]string, m machine) error {
+	var errs []string
+	steps := field.NewPath("spec", "steps")
+	loads := s.ProbeLoads(autoConnections(s))
+	var host, vm bool
+	for _, md := range modes {
+		if placement[md.Name] == "vm" {
+			vm = true
+		} else {
+			host = true
+		}
+	}
+	if host {
+		if mf, ok := scenarios.CheckConntrack(loads, scenarios.ConntrackBudget(m.conntrackMax), scenarios.ProbeConntrackBatch); !ok {
+			e := mf.Error(steps, m.conntrackMax, m.conntrackNote)
+			errs = append(errs, e.Field+": "+e.ErrorBody())
+		}
+	}
+	if vm {
+		// The guest kernel sizes its table from the guest's memory
+		// (about 8,000 at 1 GiB). When it is full the kernel evicts
+		// closed connections (probes end with a reset), which is how
+		// the shipped 2000x10 probes (40,000 entries at once) ran in the
+		// VM with 39,956 of 40,000 answered; so this is a warning until
+		// the prober flushes between Service ports or the guest's init
+		// raises nf_conntrack_max. IPVS keeps its own connection table
+		// besides, bounded only by guest memory (a few hundred bytes an
+		// entry), which the memory estimate's headroom covers.
+		gmax := guestConntrackMax(guestMemoryMiB)
+		if mf, ok := scenarios.CheckConntrack(loads, scenarios.ConntrackBudget(gmax), scenarios.ProbeConntrackBatch); !ok {
+			fmt.Fprintf(stderr, "warning: %s: spec.steps[%d].probe: the probes can hold %d conntrack entries at once; a %d MiB VM's kernel sizes nf_conntrack_max at %d, so it will evict closed probe connections to make room (up to %d connections for this step stay within half of it)\n",
+				file, mf.Load.Step, mf.Peak, guestMemoryMiB, gmax, mf.Largest)
+		}
+	}
+
+	sz := s.Size()
+	var hostNeed int64
+	for _, md := range modes {
+		est := nodeMemory(md.Mode, sz)
+		if placement[md.Name] == "vm" {
+			avail := int64(guestMemoryMiB)<<20 - guestOverhead - m.binaryBytes
+			if est > avail {
+				errs = append(errs, fmt.Sprintf("mode %s: its node needs an estimated %d MB (%d Services, %d endpoints, %d EndpointSlices), more than the %d MB a %d MiB VM leaves it; the largest Service count that fits is %d",
+					md.Name, est/1e6, sz.Services, sz.Endpoints, sz.EndpointSlices, avail/1e6, guestMemoryMiB, largestFit(md.Mode, sz, avail)))
+			}
+			hostNeed = max(hostNeed, int64(guestMemoryMiB)<<20+qemuOverhead)
+			continue
+		}
+		hostNeed = max(hostNeed, est)
+		if m.memAvailable > 0 && est > m.memAvailable-orchestratorReserve {
+			errs = append(errs, fmt.Sprintf("mode %s: its node needs an estimated %d MB (%d Services, %d endpoints, %d EndpointSlices), more than the %d MB this machine has available (MemAvailable, less %d MB for kpsim run); the largest Service count that fits is %d",
+				md.Name, est/1e6, sz.Services, sz.Endpoints, sz.EndpointSlices, m.memAvailable/1e6, int64(orchestratorReserve)/1e6, largestFit(md.Mode, sz, m.memAvailable-orchestratorReserve)))
+		}
+	}
+	// Nodes run one at a time; a VM takes its whole memory on the host.
+	if vm && m.memAvailable > 0 && hostNeed > m.memAvailable-orchestratorReserve {
+		errs = append(errs, fmt.Sprintf("a %d MiB VM needs about %d MB on the host, more than the %d MB available (MemAvailable, less %d MB for kpsim run)",
+			guestMemoryMiB, hostNeed/1e6, m.memAvailable/1e6, int64(orchestratorReserve)/1e6))
+	}
+	if len(errs) > 0 {
+		var b bytes.Buffer
+		fmt.Fprintf(&b, "%s does not fit this machine:", file)
+		for _, e := range errs {
+			b.WriteString("\n  " + e)
+		}
+		return environment(errors.New(b.String()))
+	}
+	return nil
+}
+
+// autoConnections is how many connections kpsim run makes to each
+// Service of a probe step whose count is automatic: the power
+// calculation's count for that many Services with equal shares over the
+// largest endpoint count (the node plans over the endpoints it expects,
+// at most that many), plus a round-robin round for IPVS.
+func autoConnections(s *scenarios.Scenario) func(p *scenarios.ProbeStep, services, endpoints int) int {
+	return func(p *scenarios.ProbeStep, services, endpoints int) int {
+		if endpoints < 2 || services == 0 {
+			return 100 // reachability only, as the node does
+		}
+		shares := make([][]float64, services)
+		for i := range shares {
+			shares[i] = equalShares(endpoints)
+		}
+		design := reports.DefaultProbeDesign()
+		if a := s.Spec.Expectations.DistributionAlpha; a != nil {
+			design.Alpha = *a
+		}
+		plan, err := reports.PlanProbes(design, shares)
+		if err != nil {
+			return 100
+		}
+		return plan.ProbesPerService + endpoints - 1
+	}
+}
