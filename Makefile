@@ -22,7 +22,7 @@ RUN_FLAGS ?=
 
 IS_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 
-.PHONY: all build test test-unit test-privileged scale-test smoke report clean deps go-deps lint fuzz pin
+.PHONY: all build test test-unit test-privileged test-faults scale-test smoke soak report readme-excerpt clean deps go-deps lint fuzz pin
 
 all: build
 
@@ -35,12 +35,14 @@ test: deps
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m ./...
 	$(GO) build -o $(BIN) ./cmd/kpsim
-	./$(BIN) validate scenarios/*.yaml
+	./$(BIN) validate scenarios/*.yaml scenarios/ci/*.yaml
 	@if [ "$(IS_ROOT)" = yes ]; then \
-		echo "kpsim run scenarios/smoke.yaml (real kernel, every mode this machine can run)"; \
-		./$(BIN) run scenarios/smoke.yaml --out results/test-smoke; \
+		for f in scenarios/ci/*.yaml; do \
+			echo "kpsim run $$f (real kernel; modes the host kernel lacks run in a VM)"; \
+			./$(BIN) run $$f --out results/test-$$(basename $$f .yaml) || exit $$?; \
+		done; \
 	else \
-		echo "skipping kpsim run scenarios/smoke.yaml: needs root to create network namespaces"; \
+		echo "skipping kpsim run scenarios/ci/*.yaml: needs root to create network namespaces"; \
 	fi
 
 test-unit: go-deps
@@ -50,14 +52,43 @@ test-privileged: deps
 	@[ "$(IS_ROOT)" = yes ] || { echo "test-privileged needs root: sudo make test-privileged"; exit 3; }
 	$(GO) test -count=1 -timeout 25m -run Privileged -v ./...
 
+# test-faults: only the fault tests, verbose (root): node processes killed
+# at fixed phases, and kpsim run's orchestrator or node killed with SIGKILL
+# or SIGINT at random times (the seed is logged with the command that
+# replays it).
+test-faults: deps
+	@[ "$(IS_ROOT)" = yes ] || { echo "test-faults needs root: sudo make test-faults"; exit 3; }
+	$(GO) test -count=1 -timeout 10m -run '^TestPrivilegedKill' -v ./netns ./cmd/kpsim
+
 scale-test: deps build
 	./$(BIN) run scenarios/2000x10.yaml $(RUN_FLAGS)
 
 smoke: deps build
 	./$(BIN) run scenarios/smoke.yaml $(RUN_FLAGS)
 
+# soak: 10,000 mutations a minute for 10 minutes per host mode (about 25
+# minutes in all); not part of test.
+soak: deps build
+	./$(BIN) run scenarios/soak.yaml $(RUN_FLAGS)
+
 report: build
 	./$(BIN) report results/*/
+
+# readme-excerpt puts the run facts and the Syncs and traffic tables of
+# RUN's report.md into README.md, between its scale-test excerpt markers:
+# the README shows a generated excerpt, never typed figures.
+#   make readme-excerpt RUN=results/<run-id>
+readme-excerpt:
+	@[ -f "$(RUN)/report.md" ] || { echo "usage: make readme-excerpt RUN=results/<run-id> (a directory with report.md)"; exit 2; }
+	@awk 'FNR == NR { \
+		if ($$0 ~ /^## /) keep = ($$0 ~ /^## (Syncs|Network programming)/); \
+		if ($$0 ~ /^- \*\*(run|scenario|kernel|cpus|kube-proxy|started)\*\*/) ex = ex $$0 "\n"; \
+		else if (keep) { if (sub(/^## /, "#### ")) ex = ex "\n"; ex = ex $$0 "\n" } \
+		next } \
+	/<!-- scale-test excerpt: begin/ { print; printf "\n%s\n", ex; skip = 1; next } \
+	/<!-- scale-test excerpt: end/ { skip = 0 } \
+	!skip { print }' "$(RUN)/report.md" README.md > README.md.new && mv README.md.new README.md
+	@echo "README.md: excerpt of $(RUN)/report.md"
 
 # deps installs missing Debian packages when run as root (idempotent: it
 # asks dpkg first and installs only what is missing), and Go modules.

@@ -198,7 +198,15 @@ func (e *NodeEnv) Emit(kind string, data any) error {
 	if err != nil {
 		return fmt.Errorf("encode event %q: %w", kind, err)
 	}
-	return e.out.write(wireMsg{Type: "event", Kind: kind, Time: time.Now(), Data: raw})
+	m := wireMsg{Type: "event", Kind: kind, Time: time.Now(), Data: raw}
+	if os.Getenv(vmConsoleEventsEnv) == "1" {
+		// In a VM the output reaches the host only when the VM ends; the
+		// console (the node's stderr) is live, so events go there too.
+		if line, err := json.Marshal(m); err == nil {
+			fmt.Fprintf(os.Stderr, "%s%s\n", vmEventMarker, line)
+		}
+	}
+	return e.out.write(m)
 }
 
 // SetResult records the result sent to the orchestrator when the node main

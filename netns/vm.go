@@ -114,7 +114,8 @@ type VMResult struct {
 // shape of NodeProcess with one difference: the guest has no live channel
 // to the host, so Send buffers the input and the VM boots only when the
 // input is complete, at the first call of CloseInput, Wait, WaitEvent or
-// Events; events arrive once the VM has ended.
+// Events; events arrive live over the VM's console (and any the console
+// missed when the VM has ended).
 type VMNode struct {
 	name   string
 	config NodeConfig
@@ -397,7 +398,7 @@ func (n *VMNode) pump() {
 
 // run boots the VM, waits for it and collects the output.
 func (n *VMNode) run(input []byte) {
-	c := &vmConsole{w: n.opts.Console, marks: map[string]time.Time{}}
+	c := &vmConsole{w: n.opts.Console, marks: map[string]time.Time{}, events: n.queue.push}
 	state, output, err := n.runQEMU(c, input)
 	n.result = &VMResult{NodeResult: NodeResult{ProcessState: state}}
 	if err == nil {
@@ -633,6 +634,10 @@ func (n *VMNode) collect(disk string, c *vmConsole) error {
 	var badLine error
 	sc := bufio.NewScanner(bytes.NewReader(files["output.jsonl"]))
 	sc.Buffer(make([]byte, 64<<10), 256<<20)
+	// The first c.live events already came over the console.
+	c.mu.Lock()
+	skip := c.live
+	c.mu.Unlock()
 	for sc.Scan() {
 		var m wireMsg
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
@@ -641,6 +646,10 @@ func (n *VMNode) collect(disk string, c *vmConsole) error {
 		}
 		if m.Type == "result" {
 			result = &m
+			continue
+		}
+		if skip > 0 {
+			skip--
 			continue
 		}
 		n.queue.push(Event{Kind: m.Kind, Time: m.Time, Data: m.Data})
@@ -729,11 +738,20 @@ type vmConsole struct {
 	mu    sync.Mutex
 	lines []string
 	marks map[string]time.Time
+	// events receives the node's events as the console shows them, live;
+	// live counts them.
+	events func(Event)
+	live   int
 }
 
 const (
 	vmMarker       = "kpsim-vm: "
 	vmConsoleLines = 60
+	// vmEventMarker starts a console line carrying a node event (JSON),
+	// written by NodeEnv.Emit when vmConsoleEventsEnv is "1" (the guest
+	// init sets it for the node).
+	vmEventMarker      = "kpsim-vm-event: "
+	vmConsoleEventsEnv = "KPSIM_VM_CONSOLE_EVENTS"
 )
 
 func (c *vmConsole) mark(name string) {
@@ -757,6 +775,16 @@ func (c *vmConsole) read(r io.ReadCloser) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := strings.TrimRight(sc.Text(), "\r")
+		if rest, ok := strings.CutPrefix(line, vmEventMarker); ok && c.events != nil {
+			var m wireMsg
+			if json.Unmarshal([]byte(rest), &m) == nil && m.Type == "event" {
+				c.mu.Lock()
+				c.live++
+				c.mu.Unlock()
+				c.events(Event{Kind: m.Kind, Time: m.Time, Data: m.Data})
+				continue
+			}
+		}
 		if c.w != nil {
 			fmt.Fprintln(c.w, line)
 		}

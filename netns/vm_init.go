@@ -37,7 +37,7 @@ if [ -r ` + guestRunDir + `/env ]; then
 	tee /out/stderr </tmp/stderr.fifo &
 	tee=$!
 	mark node-start "$(cut -d' ' -f1 /proc/uptime)"
-	KPSIM_NETNS_NODE="$KPSIM_NODE_NAME" KPSIM_NETNS_CONFIG="$spec" unshare -n -m ` + guestKpsim + ` kpsim-node "$KPSIM_NODE_NAME" "$KPSIM_RUN_ID" 1 \
+	` + vmConsoleEventsEnv + `=1 KPSIM_NETNS_NODE="$KPSIM_NODE_NAME" KPSIM_NETNS_CONFIG="$spec" unshare -n -m ` + guestKpsim + ` kpsim-node "$KPSIM_NODE_NAME" "$KPSIM_RUN_ID" 1 \
 		3<` + guestRunDir + `/input 4>/out/output.jsonl >/out/stdout 2>/tmp/stderr.fifo
 	rc=$?
 	wait $tee

@@ -54,6 +54,9 @@ func iptablesBackend(ctx context.Context, opts Options) (string, Tools, error) {
 		backend = BackendLegacy
 	}
 	tools, err := useIPTablesBackend(ctx, opts.ToolsDir, backend)
+	if err == nil {
+		err = addFaultWrappers(ctx, opts, &tools)
+	}
 	return backend, tools, err
 }
 

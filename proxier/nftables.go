@@ -30,6 +30,9 @@ func newNFTables(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguratio
 		path = resolved
 	}
 	tools.Binaries["nft"] = path
+	if err := addFaultWrappers(ctx, opts, &tools); err != nil {
+		return nil, tools, err
+	}
 	p, err := nftables.NewProxier(ctx, cfg, v1.IPv4Protocol, detector,
 		opts.NodeName, opts.NodeIP, recorder, healthz, false)
 	if err != nil {

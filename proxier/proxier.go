@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -26,6 +27,8 @@ import (
 	"k8s.io/kubernetes/pkg/proxy/healthcheck"
 	"k8s.io/kubernetes/pkg/proxy/metrics"
 	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
+
+	"github.com/kpsim/kpsim/proxier/rules"
 )
 
 // Modes Start accepts.
@@ -36,8 +39,8 @@ const (
 
 // iptables backends (Options.Backend).
 const (
-	BackendLegacy = "legacy"
-	BackendNFT    = "nft"
+	BackendLegacy = rules.BackendLegacy
+	BackendNFT    = rules.BackendNFT
 )
 
 // Options configure Start.
@@ -67,6 +70,12 @@ type Options struct {
 	// ClusterCIDR is the IPv4 pod CIDR used for local traffic detection, as
 	// kube-proxy's --detect-local-mode=ClusterCIDR --cluster-cidr.
 	ClusterCIDR string
+	// FaultPrograms are wrapped (commandfault.go) so ArmCommandFault can
+	// make their runs fail; empty: nothing is wrapped.
+	FaultPrograms []string
+	// FaultsArmed are failures of FaultPrograms armed before the proxier
+	// is built (so they meet its first syncs), per program.
+	FaultsArmed map[string]int
 }
 
 // Proxier is a running upstream proxier with its informers and its sync
@@ -81,6 +90,8 @@ type Proxier struct {
 	// calls times the iptables proxier's kernel-programming calls; nil in
 	// nftables mode (see kerneltime.go).
 	calls *kernelCalls
+	// faultPrograms are the wrapped programs.
+	faultPrograms []string
 }
 
 // Tools says which dataplane programs the proxier runs.
@@ -92,6 +103,9 @@ type Tools struct {
 	Binaries map[string]string `json:"binaries"`
 	// Dir is the directory of symlinks placed first in PATH (iptables mode).
 	Dir string `json:"dir,omitempty"`
+	// FaultDir holds the command fault wrappers, first in PATH, when the
+	// proxier was started with Options.FaultPrograms.
+	FaultDir string `json:"faultDir,omitempty"`
 }
 
 // Mode is the proxy mode.
@@ -147,7 +161,7 @@ func Start(ctx context.Context, opts Options) (*Proxier, error) {
 	metrics.RegisterMetrics(cfg.Mode)
 	startedMode = opts.Mode
 
-	p := &Proxier{mode: opts.Mode}
+	p := &Proxier{mode: opts.Mode, faultPrograms: slices.Clone(opts.FaultPrograms)}
 	// Events go nowhere: a FakeRecorder with a nil channel drops them.
 	recorder := &events.FakeRecorder{}
 	// server.go line ~246: kube-proxy always has a health server. It is

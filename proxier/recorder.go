@@ -24,6 +24,13 @@ const (
 	metricProgramming = "kubeproxy_network_programming_duration_seconds"
 	metricLastQueued  = "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds"
 	metricLastSynced  = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
+	// Failure counters: iptables and IPVS modes count failed
+	// iptables-restore runs (and failed partial syncs), nftables mode
+	// failed nft transactions.
+	metricRestoreFailures        = "kubeproxy_sync_proxy_rules_iptables_restore_failures_total"
+	metricPartialRestoreFailures = "kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total"
+	metricNFTablesSyncFailures   = "kubeproxy_sync_proxy_rules_nftables_sync_failures_total"
+	metricNFTablesCleanFailures  = "kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total"
 )
 
 // Sync is one sync of the proxier (or several, when Merged > 1), read from
@@ -72,6 +79,11 @@ type Totals struct {
 	// last queued (Sync called) and when a sync last succeeded.
 	LastQueued time.Time `json:"lastQueued"`
 	LastSynced time.Time `json:"lastSynced"`
+	// kube-proxy's failure counters (see the metric names above).
+	RestoreFailures        uint64 `json:"restoreFailures,omitempty"`
+	PartialRestoreFailures uint64 `json:"partialRestoreFailures,omitempty"`
+	NFTablesSyncFailures   uint64 `json:"nftablesSyncFailures,omitempty"`
+	NFTablesCleanFailures  uint64 `json:"nftablesCleanupFailures,omitempty"`
 }
 
 // gatherFunc reads metric families (legacyregistry's gatherer, or a fake).
@@ -148,6 +160,19 @@ func (r *recorder) read() (Totals, error) {
 					} else {
 						t.LastSynced = at
 					}
+				}
+			}
+			continue
+		case metricRestoreFailures, metricPartialRestoreFailures, metricNFTablesSyncFailures, metricNFTablesCleanFailures:
+			c := map[string]*uint64{
+				metricRestoreFailures:        &t.RestoreFailures,
+				metricPartialRestoreFailures: &t.PartialRestoreFailures,
+				metricNFTablesSyncFailures:   &t.NFTablesSyncFailures,
+				metricNFTablesCleanFailures:  &t.NFTablesCleanFailures,
+			}[f.GetName()]
+			for _, m := range f.GetMetric() {
+				if r.hasFamily(m) && m.GetCounter() != nil {
+					*c = uint64(m.GetCounter().GetValue())
 				}
 			}
 			continue
@@ -292,7 +317,9 @@ func (r *recorder) waitFor(ctx context.Context, after time.Time) (Sync, error) {
 			return s, nil
 		}
 		for i := len(r.syncs) - 1; i >= 0; i-- {
-			if r.syncs[i].Start.After(after) {
+			// A failed sync (an injected restore failure) programmed
+			// nothing: kube-proxy retries, and the wait goes on.
+			if r.syncs[i].Succeeded && r.syncs[i].Start.After(after) {
 				s := r.syncs[i]
 				r.mu.Unlock()
 				return s, nil

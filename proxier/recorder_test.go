@@ -49,7 +49,9 @@ func TestRecorderSyncs(t *testing.T) {
 	r.now = clock.now
 	r.poll() // baseline at 1001ms..1002ms
 
-	// A full sync of 0.5 s.
+	// A full sync of 0.5 s; kube-proxy's last-successful-sync gauge moves
+	// (to before the quiet poll, so the poll bounds the start).
+	h[metricLastSynced] = [2]float64{1000.0005}
 	h[metricSync] = [2]float64{1, 0.5}
 	h[metricSyncFull] = [2]float64{1, 0.5}
 	h[metricProgramming] = [2]float64{2, 3}
@@ -59,6 +61,9 @@ func TestRecorderSyncs(t *testing.T) {
 	// Two partial syncs between polls, and the total seen before the
 	// partial histogram: recorded only once both agree.
 	h[metricSync] = [2]float64{3, 0.75}
+	h[metricLastSynced] = [2]float64{1000.0045}
+	// A change queued after that sync began: not programmed yet.
+	h[metricLastQueued] = [2]float64{1000.006}
 	r.poll() // 1007..1008: pending
 	h[metricSyncPartial] = [2]float64{2, 0.25}
 	r.poll() // 1009..1010
@@ -66,8 +71,8 @@ func TestRecorderSyncs(t *testing.T) {
 	base := time.Unix(1000, 0)
 	ms := func(n int) time.Time { return base.Add(time.Duration(n) * time.Millisecond) }
 	want := []Sync{
-		{Start: ms(1).Add(-500 * time.Millisecond), End: ms(4), Duration: 500 * time.Millisecond, Full: true, FullCount: 1, Merged: 1},
-		{Start: ms(5).Add(-250 * time.Millisecond), End: ms(8), Duration: 250 * time.Millisecond, Merged: 2},
+		{Start: ms(1).Add(-500 * time.Millisecond), Succeeded: true, End: ms(4), Duration: 500 * time.Millisecond, Full: true, FullCount: 1, Merged: 1},
+		{Start: ms(5).Add(-250 * time.Millisecond), Succeeded: true, End: ms(8), Duration: 250 * time.Millisecond, Merged: 2},
 	}
 	if diff := cmp.Diff(want, r.Syncs()); diff != "" {
 		t.Errorf("syncs (-want +got):\n%s", diff)
@@ -75,7 +80,7 @@ func TestRecorderSyncs(t *testing.T) {
 	if diff := cmp.Diff([]Programming{{At: ms(4), Count: 2, Sum: 3 * time.Second}}, r.prog); diff != "" {
 		t.Errorf("programming (-want +got):\n%s", diff)
 	}
-	wantTotals := Totals{SyncCount: 3, SyncSeconds: 0.75, FullCount: 1, FullSeconds: 0.5, PartialCount: 2, PartialSeconds: 0.25, ProgrammingCount: 2, ProgrammingSeconds: 3}
+	wantTotals := Totals{LastQueued: time.Unix(1000, 6000000), LastSynced: time.Unix(1000, 4500000), SyncCount: 3, SyncSeconds: 0.75, FullCount: 1, FullSeconds: 0.5, PartialCount: 2, PartialSeconds: 0.25, ProgrammingCount: 2, ProgrammingSeconds: 3}
 	if diff := cmp.Diff(wantTotals, r.seen); diff != "" {
 		t.Errorf("totals (-want +got):\n%s", diff)
 	}
@@ -90,6 +95,20 @@ func TestRecorderSyncs(t *testing.T) {
 	defer cancel2()
 	if _, err := r.waitFor(short, ms(10)); err == nil {
 		t.Error("waitFor(after every sync) returned without a new sync")
+	}
+
+	// A failed partial sync (the gauge stays) starting after the time
+	// waited for does not end the wait: it programmed nothing.
+	h[metricSync] = [2]float64{4, 1.0}
+	h[metricSyncPartial] = [2]float64{3, 0.5}
+	r.poll()
+	if got := r.Syncs(); len(got) != 3 || got[2].Succeeded {
+		t.Fatalf("third sync: got %+v, want a failed one", got)
+	}
+	short3, cancel3 := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel3()
+	if s, err := r.waitFor(short3, ms(5).Add(-240*time.Millisecond)); err == nil {
+		t.Errorf("waitFor returned %+v: a failed sync ended the wait", s)
 	}
 }
 

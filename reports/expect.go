@@ -79,7 +79,7 @@ func CheckExpectations(s *scenarios.Scenario, r *Result) []Expectation {
 			out = append(out, e)
 		}
 		for _, re := range exp.Rules {
-			if re.Mode != m.Name && re.Mode != m.Mode {
+			if re.Mode != m.Name && re.Mode != m.Mode && (m.Sweep == nil || re.Mode != m.Sweep.Entry) {
 				continue
 			}
 			e := Expectation{Name: "rules " + re.Count + " at " + re.At, Mode: m.Name, Want: ruleWant(re)}
@@ -153,6 +153,16 @@ func CheckExpectations(s *scenarios.Scenario, r *Result) []Expectation {
 			}
 			out = append(out, e)
 		}
+		if limit := exp.MemoryGrowthMiBPerMinute; limit != nil {
+			e := Expectation{Name: "memoryGrowthMiBPerMinute", Mode: m.Name, Want: fmt.Sprintf("<= %g", *limit)}
+			if t, ok := m.MemoryTrend(); !ok {
+				e.Got, e.Detail = "not measured", fmt.Sprintf("%d memory samples after the first sync; a trend needs %d (a minute)", t.Samples, memoryTrendMinSamples)
+			} else {
+				e.Got, e.Passed, e.Detail = fmt.Sprintf("%+.2f", t.SlopeMiBPerMinute), t.SlopeMiBPerMinute <= *limit, t.String()
+			}
+			out = append(out, e)
+		}
+		out = append(out, faultExpectations(m)...)
 		if !usable {
 			for j := range out {
 				if out[j].Mode == m.Name && out[j].Passed {
@@ -221,4 +231,45 @@ func AllPassed(es []Expectation) bool {
 		}
 	}
 	return true
+}
+
+// faultExpectations are implied by a scenario's faults: each armed failure
+// or API error must have happened (else the run tested nothing), and
+// kube-proxy must have counted the failed restores (iptables-restore in
+// iptables and IPVS modes, nft in nftables mode) in its failure metrics.
+// Whether the dataplane recovered is the oracle's verdict.
+func faultExpectations(m *ModeResult) []Expectation {
+	var out []Expectation
+	reported := map[string]uint64{
+		"iptables-restore": m.KubeProxyTotals.RestoreFailures,
+		"nft":              m.KubeProxyTotals.NFTablesSyncFailures + m.KubeProxyTotals.NFTablesCleanupFailures,
+	}
+	injected := map[string]int{}
+	for _, f := range m.Faults {
+		if f.Armed == 0 {
+			continue // a delay-only API fault: reported, nothing to count
+		}
+		e := Expectation{Name: fmt.Sprintf("fault %s: %s %s", f.Where, f.Kind, f.Target), Mode: m.Name,
+			Want: fmt.Sprintf("%d injected", f.Armed), Got: fmt.Sprintf("%d injected", f.Injected), Passed: f.Injected == f.Armed}
+		if !e.Passed {
+			e.Detail = fmt.Sprintf("%d armed failures were never met: nothing ran the faulted %s after the fault was armed", f.Armed-f.Injected, map[string]string{"command": "program", "api": "calls"}[f.Kind])
+		}
+		out = append(out, e)
+		if f.Kind == "command" {
+			injected[f.Target] += f.Injected
+		}
+	}
+	for _, prog := range []string{"iptables-restore", "nft"} {
+		n, ok := injected[prog]
+		if !ok || (prog == "nft") != (m.Mode == scenarios.ModeNFTables) {
+			continue
+		}
+		e := Expectation{Name: "kube-proxy counted the failed " + prog + " runs", Mode: m.Name,
+			Want: fmt.Sprintf(">= %d", n), Got: fmt.Sprint(reported[prog]), Passed: reported[prog] >= uint64(n)}
+		if !e.Passed {
+			e.Detail = "kube-proxy's failure counter (sync_proxy_rules_iptables_restore_failures_total, or sync_proxy_rules_nftables_sync_failures_total plus _cleanup_failures_total) is below the failures injected"
+		}
+		out = append(out, e)
+	}
+	return out
 }

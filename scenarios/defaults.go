@@ -154,6 +154,8 @@ func (s Step) Action() string {
 		return "probe"
 	case s.Wait != nil:
 		return "wait"
+	case s.Fault != nil:
+		return "fault"
 	}
 	return "step"
 }

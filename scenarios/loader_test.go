@@ -24,7 +24,7 @@ func TestShippedScenarios(t *testing.T) {
 	}
 	ci, _ := filepath.Glob("ci/*.yaml")
 	files = append(files, ci...)
-	for _, name := range []string{"smoke.yaml", "2000x10.yaml", "churn.yaml", "policies.yaml", "sweep.yaml"} {
+	for _, name := range []string{"smoke.yaml", "2000x10.yaml", "churn.yaml", "policies.yaml", "sweep.yaml", "soak.yaml", "ci/faults.yaml"} {
 		if _, err := os.Stat(name); err != nil {
 			t.Errorf("scenario %s is missing: %v", name, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/kpsim/kpsim/scenarios"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -41,6 +42,8 @@ type Engine struct {
 	// broken is set when a write failed half-way: the model and the API
 	// may differ, so further churn is refused.
 	broken error
+	// noLog: keep no mutation records (WithoutLog).
+	noLog bool
 }
 
 // EngineOption configures an Engine.
@@ -51,6 +54,14 @@ type EngineOption func(*Engine)
 // call the engine.
 func OnMutation(f func(Mutation)) EngineOption {
 	return func(e *Engine) { e.onMutation = f }
+}
+
+// WithoutLog makes the engine keep no record of its mutations: Log and
+// Run return none, and OnMutation is the only way to see them. A long
+// churn (a soak: 100,000 mutations) would otherwise hold every record,
+// which grows the process by tens of megabytes.
+func WithoutLog() EngineOption {
+	return func(e *Engine) { e.noLog = true }
 }
 
 // withoutBackpressure disables the wait for watch buffers (tests only: it
@@ -95,7 +106,7 @@ func (e *Engine) Log() []Mutation {
 // mutation with no possible target (scaleDown with every Service at one
 // endpoint, deleteServices with none left) is logged as skipped and still
 // counts. Run returns the mutations it made; on error (or ctx cancelled)
-// those made so far and the error.
+// those made so far and the error (none with WithoutLog).
 func (e *Engine) Run(ctx context.Context, step scenarios.ChurnStep) ([]Mutation, error) {
 	e.runMu.Lock()
 	defer e.runMu.Unlock()
@@ -150,7 +161,9 @@ func (e *Engine) Run(ctx context.Context, step scenarios.ChurnStep) ([]Mutation,
 		m.Due = due
 		if m.Action != "" {
 			e.record(m)
-			done = append(done, m)
+			if !e.noLog {
+				done = append(done, m)
+			}
 		}
 		if err != nil {
 			return done, fmt.Errorf("churn %s on %s: %w", step.Action, step.Group, err)
@@ -184,9 +197,11 @@ func sleepUntil(ctx context.Context, t time.Time, now func() time.Time) error {
 }
 
 func (e *Engine) record(m Mutation) {
-	e.logMu.Lock()
-	e.log = append(e.log, m)
-	e.logMu.Unlock()
+	if !e.noLog {
+		e.logMu.Lock()
+		e.log = append(e.log, m)
+		e.logMu.Unlock()
+	}
 	if e.onMutation != nil {
 		e.onMutation(m)
 	}
@@ -242,7 +257,7 @@ func (e *Engine) mutate(ctx context.Context, action string, g *groupState) (Muta
 		}
 		rec := Write{Verb: w.verb, Resource: w.gvr.Resource, Namespace: w.ns, Name: w.name}
 		rec.Start = e.now()
-		err := e.do(ctx, w)
+		err := e.doRetrying(ctx, w, &rec.Retries)
 		rec.End = e.now()
 		m.Writes = append(m.Writes, rec)
 		if i == 0 {
@@ -259,6 +274,36 @@ func (e *Engine) mutate(ctx context.Context, action string, g *groupState) (Muta
 		}
 	}
 	return m, nil
+}
+
+// Write retries: a server error (500, 503, 504, 429) is retried as a
+// controller's client would, with a doubling pause, up to writeRetries
+// times.
+const (
+	writeRetries      = 100
+	writeRetryPause   = 5 * time.Millisecond
+	writeRetryMaxWait = 200 * time.Millisecond
+)
+
+// doRetrying makes one write, retrying server errors; retries counts them.
+func (e *Engine) doRetrying(ctx context.Context, w pendingWrite, retries *int) error {
+	pause := writeRetryPause
+	for {
+		err := e.do(ctx, w)
+		if err == nil || *retries >= writeRetries || !retryable(err) {
+			return err
+		}
+		*retries++
+		if err := sleepUntil(ctx, e.now().Add(pause), e.now); err != nil {
+			return err
+		}
+		pause = min(2*pause, writeRetryMaxWait)
+	}
+}
+
+func retryable(err error) bool {
+	return apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) ||
+		apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err)
 }
 
 func (e *Engine) do(ctx context.Context, w pendingWrite) error {

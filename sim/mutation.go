@@ -51,6 +51,9 @@ type Write struct {
 	Name      string
 	// Start is just before the call, End just after it returned.
 	Start, End time.Time
+	// Retries counts calls that failed with a retryable server error (an
+	// injected API fault) before the one that went through.
+	Retries int
 }
 
 // Write verbs.

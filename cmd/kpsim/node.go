@@ -133,12 +133,27 @@ type node struct {
 	latency *latencyProbe
 	ctx     context.Context
 	synced  bool
+	// faults are the armed faults, in the order of n.res.Faults.
+	faults []armedFault
+	// oracle: this node runs the oracle's fresh proxier, without faults.
+	oracle bool
+	memory *memorySampler
+	// stepMutations and stepSkipped count the current churn step's
+	// mutations (onMutation).
+	stepMutations, stepSkipped int
 }
 
 func (n *node) run(ctx context.Context) error {
+	n.memory = startMemorySampler(ctx)
 	var err error
 	if n.cluster, err = sim.New(n.s); err != nil {
 		return fmt.Errorf("building the fake cluster: %w", err)
+	}
+	// spec.faults meet the informers' first lists and the first syncs.
+	for i, f := range n.s.Spec.Faults {
+		if err := n.armFault(fmt.Sprintf("spec.faults[%d]", i), f, true); err != nil {
+			return err
+		}
 	}
 	if err := n.startPods(); err != nil {
 		return err
@@ -146,7 +161,9 @@ func (n *node) run(ctx context.Context) error {
 	if err := n.startProxier(ctx, n.cluster.Clientset); err != nil {
 		return err
 	}
-	if n.engine, err = n.cluster.NewEngine(sim.OnMutation(n.onMutation)); err != nil {
+	// No mutation log: the counts come through onMutation, and a soak's
+	// 100,000 records would grow the node by tens of megabytes.
+	if n.engine, err = n.cluster.NewEngine(sim.OnMutation(n.onMutation), sim.WithoutLog()); err != nil {
 		return err
 	}
 
@@ -180,14 +197,16 @@ func (n *node) startProxier(ctx context.Context, client kubernetes.Interface) er
 		cfg.IPVS.Scheduler = n.ms.Scheduler
 	}
 	n.proxier, err = proxier.Start(ctx, proxier.Options{
-		Mode:        n.ms.Mode,
-		Backend:     backend,
-		ToolsDir:    "/run", // private to the node: gone with it
-		Config:      cfg,
-		Client:      client,
-		NodeName:    n.s.Spec.Cluster.Node.Name,
-		NodeIP:      net.IP(n.env.NodeIP.AsSlice()),
-		ClusterCIDR: n.s.Spec.Cluster.PodCIDR,
+		Mode:          n.ms.Mode,
+		Backend:       backend,
+		ToolsDir:      "/run", // private to the node: gone with it
+		Config:        cfg,
+		Client:        client,
+		NodeName:      n.s.Spec.Cluster.Node.Name,
+		NodeIP:        net.IP(n.env.NodeIP.AsSlice()),
+		ClusterCIDR:   n.s.Spec.Cluster.PodCIDR,
+		FaultPrograms: n.faultPrograms(),
+		FaultsArmed:   n.startFaults(),
 	})
 	if err != nil {
 		return fmt.Errorf("starting the %s proxier: %w", n.ms.Mode, err)
@@ -215,20 +234,17 @@ func (n *node) step(ctx context.Context, i int, st scenarios.Step, sr *reports.S
 	case st.Churn != nil:
 		n.ctx = ctx
 		n.latency = &latencyProbe{every: sampleEvery(st.Churn)}
-		muts, err := n.engine.Run(ctx, *st.Churn)
+		n.stepMutations, n.stepSkipped = 0, 0
+		_, err := n.engine.Run(ctx, *st.Churn)
 		// The measurements end once the proxier caught up (or time out).
 		n.res.EndToEnd = append(n.res.EndToEnd, n.latency.wait()...)
 		n.latency = nil
-		for _, m := range muts {
-			if m.Skipped != "" {
-				sr.Skipped++
-			} else {
-				sr.Mutations++
-			}
-		}
+		sr.Mutations, sr.Skipped = n.stepMutations, n.stepSkipped
 		return err
 	case st.Probe != nil:
 		return n.probe(ctx, i, st)
+	case st.Fault != nil:
+		return n.armFault(st.Name, *st.Fault, false)
 	case st.Wait != nil:
 		t := time.NewTimer(st.Wait.Duration.Duration)
 		defer t.Stop()
@@ -268,6 +284,20 @@ func (n *node) waitSynced(ctx context.Context, timeout time.Duration) error {
 	return nil
 }
 
+// longSyncTimeout bounds the syncs kpsim waits for outside a sync step (the
+// final catch-up, the oracle's full sync): the scenario's longest sync step
+// timeout, at least 10 minutes. A scenario that allows its first sync 30
+// minutes (IPVS under emulation) allows the oracle's as long.
+func (n *node) longSyncTimeout() time.Duration {
+	d := 10 * time.Minute
+	for _, st := range n.s.Spec.Steps {
+		if st.Sync != nil && st.Sync.Timeout.Duration > d {
+			d = st.Sync.Timeout.Duration
+		}
+	}
+	return d
+}
+
 // onMutation keeps the fake pods in step with the API: a new pod address
 // answers, a removed one stops.
 //
@@ -275,6 +305,14 @@ func (n *node) waitSynced(ctx context.Context, timeout time.Duration) error {
 // terminating pod does, so traffic a lagging proxier still sends there is
 // seen (as stray replies) instead of lost.
 func (n *node) onMutation(m sim.Mutation) {
+	if m.Skipped != "" {
+		n.stepSkipped++
+	} else {
+		n.stepMutations++
+	}
+	for _, w := range m.Writes {
+		n.res.WriteRetries += w.Retries
+	}
 	n.lastWrite = m.End
 	if len(m.Added) > 0 {
 		if err := n.pods.AddEndpoints(m.Added); err != nil {
@@ -374,7 +412,7 @@ func (n *node) target(svc sim.Service, port sim.Port, kind string) (netip.AddrPo
 // final API state for the oracle.
 func (n *node) finish(ctx context.Context, clean bool) {
 	if clean && n.synced {
-		if err := n.waitSynced(ctx, 10*time.Minute); err != nil {
+		if err := n.waitSynced(ctx, n.longSyncTimeout()); err != nil {
 			n.res.Error = "final sync: " + err.Error()
 		}
 		if n.outDir != "" {
@@ -383,6 +421,7 @@ func (n *node) finish(ctx context.Context, clean bool) {
 			}
 		}
 	}
+	n.finishFaults()
 	if n.proxier != nil {
 		calls := n.proxier.KernelCalls()
 		for _, s := range n.proxier.Syncs() {
@@ -409,7 +448,8 @@ func (n *node) finish(ctx context.Context, clean bool) {
 			n.res.KernelCalls[c.Method] = cs
 		}
 		t := n.proxier.Totals()
-		n.res.KubeProxyTotals = reports.Totals{SyncCount: t.SyncCount, SyncSeconds: t.SyncSeconds, FullCount: t.FullCount, FullSeconds: t.FullSeconds, PartialCount: t.PartialCount, PartialSeconds: t.PartialSeconds}
+		n.res.KubeProxyTotals = reports.Totals{SyncCount: t.SyncCount, SyncSeconds: t.SyncSeconds, FullCount: t.FullCount, FullSeconds: t.FullSeconds, PartialCount: t.PartialCount, PartialSeconds: t.PartialSeconds,
+			RestoreFailures: t.RestoreFailures, PartialRestoreFailures: t.PartialRestoreFailures, NFTablesSyncFailures: t.NFTablesSyncFailures, NFTablesCleanupFailures: t.NFTablesCleanFailures}
 		n.res.NetworkProgramming = reports.ProgrammingLatency{Count: t.ProgrammingCount, SumSeconds: t.ProgrammingSeconds}
 		if t.ProgrammingCount > 0 {
 			n.res.NetworkProgramming.MeanSeconds = t.ProgrammingSeconds / float64(t.ProgrammingCount)
@@ -437,6 +477,10 @@ func calibration(c proxier.Calibration) *reports.Calibration {
 
 // finishResources records the node process's CPU time and peak memory.
 func (n *node) finishResources() {
+	if n.memory != nil {
+		n.res.Resources.Memory = n.memory.Samples()
+		n.res.Resources.MemorySampleSeconds = memoryEvery.Seconds()
+	}
 	var self, children syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &self) == nil {
 		n.res.Resources.CPUSeconds = tv(self.Utime) + tv(self.Stime)

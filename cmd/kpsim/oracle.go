@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -21,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kpsim/kpsim/netns"
-	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/proxier/rules"
 	"github.com/kpsim/kpsim/reports"
 	"github.com/kpsim/kpsim/scenarios"
 )
@@ -71,6 +70,7 @@ func saveAPIState(ctx context.Context, c kubernetes.Interface, path string) erro
 // runOracle builds a fresh proxier from the saved API state, waits
 // for its first sync and saves its dataplane as <mode>.oracle.*.
 func (n *node) runOracle(ctx context.Context, data []byte) error {
+	n.oracle = true // no faults: the oracle is the reference
 	var st apiState
 	if err := json.Unmarshal(data, &st); err != nil {
 		return fmt.Errorf("decoding the final API state: %w", err)
@@ -92,7 +92,7 @@ func (n *node) runOracle(ctx context.Context, data []byte) error {
 	if err := n.startProxier(ctx, client); err != nil {
 		return err
 	}
-	if err := n.waitSynced(ctx, 10*time.Minute); err != nil {
+	if err := n.waitSynced(ctx, n.longSyncTimeout()); err != nil {
 		return err
 	}
 	n.synced = true
@@ -130,8 +130,8 @@ func compareOracle(dir string, m scenarios.ModeSpec) reports.Oracle {
 			// Compare what packets can reach; chains nothing jumps to
 			// (left by partial syncs) are reported, not compared.
 			var left, inFresh []string
-			got, left = proxier.ReachableIPTables(got)
-			want, inFresh = proxier.ReachableIPTables(want)
+			got, left = rules.ReachableIPTables(got)
+			want, inFresh = rules.ReachableIPTables(want)
 			// Chains unreachable in both (kube-proxy's canaries) are by
 			// design; the leftovers are the rest.
 			for _, c := range left {
@@ -144,6 +144,21 @@ func compareOracle(dir string, m scenarios.ModeSpec) reports.Oracle {
 			}
 			o.UnreachableInFresh = len(inFresh)
 		}
+		if kind == "nft" {
+			// Chains kube-proxy flushed and deletes in a later sync (at
+			// least a second on): empty, unreachable, reported.
+			var left, inFresh []string
+			got, left = rules.StaleNFTChains(got)
+			want, inFresh = rules.StaleNFTChains(want)
+			for _, c := range left {
+				if !slices.Contains(inFresh, c) {
+					o.Unreachable++
+					if len(o.UnreachableSample) < 5 {
+						o.UnreachableSample = append(o.UnreachableSample, c)
+					}
+				}
+			}
+		}
 		if kind == "ipvs" {
 			// IPVS mode keeps removed real servers at weight 0 until
 			// their connections drain (graceful termination): they take
@@ -153,7 +168,7 @@ func compareOracle(dir string, m scenarios.ModeSpec) reports.Oracle {
 			want, _ = withoutWeightZero(want)
 			o.Draining = drained
 		}
-		if d := proxier.DiffNormalized(want, got); d != "" {
+		if d := rules.DiffNormalized(want, got); d != "" {
 			diffs = append(diffs, kind+":\n"+d)
 		}
 		o.Lines += strings.Count(got, "\n")
