@@ -43,7 +43,7 @@ func Charts(r *Result) (_ []Chart, err error) {
 		}
 	}()
 	var charts []Chart
-	for _, f := range []func(*Result) ([]Chart, error){syncChart, latencyChart, shareCharts} {
+	for _, f := range []func(*Result) ([]Chart, error){syncChart, latencyChart, shareCharts, sweepCharts} {
 		cs, err := f(r)
 		if err != nil {
 			return nil, err

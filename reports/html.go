@@ -22,7 +22,7 @@ func WriteHTML(w io.Writer, r *Result) error {
 		Facts:  reportFacts(r),
 		Note:   comparabilityNote,
 		Tables: reportTables(r),
-		Method: methodNotes,
+		Method: notesFor(r),
 	}
 	for _, c := range charts {
 		data.Charts = append(data.Charts, htmlChart{

@@ -29,13 +29,13 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 			}
 		}
 	}
-	writeMarkdownMethod(bw)
+	writeMarkdownMethod(bw, r)
 	return bw.Flush()
 }
 
-func writeMarkdownMethod(w io.Writer) {
+func writeMarkdownMethod(w io.Writer, r *Result) {
 	fmt.Fprint(w, "\n## How these numbers were obtained\n\n")
-	for _, n := range methodNotes {
+	for _, n := range notesFor(r) {
 		fmt.Fprintf(w, "- **%s**: %s\n", n.What, n.How)
 	}
 }

@@ -100,6 +100,10 @@ func reportTables(r *Result) []reportTable {
 	if rt := rulesTable(r); len(rt.Rows) > 0 {
 		tables = append(tables, rt)
 	}
+	tables = append(tables, sweepTables(r)...)
+	if ft := faultsTable(r); len(ft.Rows) > 0 {
+		tables = append(tables, ft)
+	}
 	if len(r.Expectations) > 0 {
 		tables = append(tables, expectationsTable(r))
 	}
@@ -152,7 +156,27 @@ func syncTable(r *Result) reportTable {
 			t.Notes = append(t.Notes, fmt.Sprintf("%s failed: %s", m.Name, firstLine(m.Error)))
 		}
 	}
+	t.Notes = append(t.Notes, vmNotes(r)...)
 	return t
+}
+
+// vmNotes say, per mode that ran in a VM, where and how, and its timings'
+// calibrated host estimate.
+func vmNotes(r *Result) []string {
+	var out []string
+	for _, m := range r.Modes {
+		pl := m.Placement
+		if pl == nil || pl.Kernel != "vm" {
+			continue
+		}
+		n := fmt.Sprintf("%s ran in a VM (kernel %s, %s%s, boot %.1fs): its timings are only comparable with other modes of the same VM.",
+			m.Name, pl.KernelRelease, pl.Accel, map[bool]string{true: ": software emulation, about 10-35x slower than the host", false: ""}[pl.Accel == "tcg"], pl.BootSeconds)
+		if e := m.NativeEstimate; e != nil {
+			n += fmt.Sprintf(" %s %s.", m.Name, e)
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 func programmingTable(r *Result) reportTable {

@@ -35,6 +35,10 @@ type Result struct {
 	Expectations []Expectation `json:"expectations"`
 	// Passed is true when every mode ran and every expectation was met.
 	Passed bool `json:"passed"`
+	// Sweep is set when the scenario swept a service group's size: Modes
+	// then holds one entry per mode entry and size (see ModeResult.Sweep),
+	// and this is their cost-versus-size view with fitted growth.
+	Sweep *SweepResult `json:"sweep,omitempty"`
 }
 
 // ScenarioInfo identifies a scenario file.
@@ -97,6 +101,10 @@ type ModeResult struct {
 	// KubeProxyTotals are kube-proxy's own histogram counts and sums at
 	// the end, against which Syncs can be checked.
 	KubeProxyTotals Totals `json:"kubeProxyTotals"`
+	// Faults are the injected faults and what they did; WriteRetries
+	// counts churn writes retried after an injected API error.
+	Faults       []FaultResult `json:"faults,omitempty"`
+	WriteRetries int           `json:"writeRetries,omitempty"`
 	// NetworkProgramming is kube-proxy's network programming latency
 	// histogram: observations and their sum.
 	NetworkProgramming ProgrammingLatency `json:"networkProgramming"`
@@ -124,6 +132,100 @@ type ModeResult struct {
 	KernelCalls map[string]CallStats `json:"kernelCalls,omitempty"`
 	// Oracle compares the final dataplane with a fresh proxier's.
 	Oracle *Oracle `json:"oracle,omitempty"`
+	// Sweep is set on the runs of a sweep: which mode entry and size this
+	// is. Name is then <entry>@<count>.
+	Sweep *SweepRun `json:"sweep,omitempty"`
+}
+
+// SweepRun places one ModeResult in a sweep.
+type SweepRun struct {
+	// Entry is the scenario's mode entry name (iptables-legacy).
+	Entry string `json:"entry"`
+	// Group is the swept service group; Count its size in this run.
+	Group string `json:"group"`
+	Count int    `json:"count"`
+	// Services and Endpoints are the cluster's totals at this size, every
+	// group and literal object included (what kube-proxy saw).
+	Services  int `json:"services"`
+	Endpoints int `json:"endpoints"`
+	// Dir is the run's subdirectory, relative to the run directory: its
+	// node log, dumps and the scenario document the node ran.
+	Dir string `json:"dir"`
+}
+
+// SweepResult is a sweep's cost-versus-size view, built from the
+// ModeResults of the sweep's runs (NewSweepResult).
+type SweepResult struct {
+	// Group is the swept service group; Counts the sizes asked for.
+	Group  string `json:"group"`
+	Counts []int  `json:"counts"`
+	// FitMethod says how the growth exponents were obtained.
+	FitMethod string      `json:"fitMethod"`
+	Modes     []SweepMode `json:"modes"`
+}
+
+// SweepMode is one mode entry across the sweep's sizes.
+type SweepMode struct {
+	// Name is the mode entry name.
+	Name    string `json:"name"`
+	Mode    string `json:"mode"`
+	Backend string `json:"backend,omitempty"`
+	// Kernel is where its nodes ran, "host" or "vm": timings from a VM
+	// are only comparable with timings from the same VM.
+	Kernel string `json:"kernel"`
+	// MaxCount is the scenario's cap for this entry (0: none).
+	MaxCount int `json:"maxCount,omitempty"`
+	// Points are the sizes that ran, ascending.
+	Points []SweepPoint `json:"points"`
+	// Skipped are the sizes that did not run, and why.
+	Skipped []SweepSkip `json:"skipped,omitempty"`
+	// Fits are the growth exponents over Points, one per metric.
+	Fits []SweepFit `json:"fits,omitempty"`
+}
+
+// SweepPoint is one size of one mode entry.
+type SweepPoint struct {
+	// Count is the swept group's size.
+	Count int `json:"count"`
+	// Services and Endpoints are the cluster's totals at this size.
+	Services  int `json:"services"`
+	Endpoints int `json:"endpoints"`
+	// Run names the Modes entry with everything measured.
+	Run string `json:"run"`
+	// Placement is "host" or "vm".
+	Placement string `json:"placement"`
+	// FirstSyncSeconds is the first full sync, as measured where the node
+	// ran; for a VM, FirstSyncHostEstimate is the native estimate
+	// (estimate, low, high; see ModeResult.NativeEstimate).
+	FirstSyncSeconds      float64     `json:"firstSyncSeconds,omitempty"`
+	FirstSyncHostEstimate *[3]float64 `json:"firstSyncHostEstimate,omitempty"`
+	// Rules are the dataplane counts right after the first sync, every
+	// kind the mode's reader reports (iptables/nat, nftables/rules, ...).
+	Rules map[string]int `json:"rules,omitempty"`
+	// PeakRSSBytes is the node process's peak resident set size.
+	PeakRSSBytes int64 `json:"peakRSSBytes"`
+	// Error is set when the run failed; the point is then not fitted.
+	Error string `json:"error,omitempty"`
+}
+
+// SweepSkip is a size a mode entry did not run.
+type SweepSkip struct {
+	Count  int    `json:"count"`
+	Reason string `json:"reason"`
+}
+
+// SweepFit is one metric's growth over a mode entry's points: the least
+// squares line ln(metric) = Intercept + Exponent * ln(services).
+type SweepFit struct {
+	// Metric is "firstSync" (seconds), "peakRSS" (bytes) or "rules/" and
+	// a rule count kind ("rules/iptables/nat").
+	Metric    string  `json:"metric"`
+	Exponent  float64 `json:"exponent"`
+	Intercept float64 `json:"intercept"`
+	// RSquared is the fit's coefficient of determination in log space.
+	RSquared float64 `json:"rSquared"`
+	// Points is how many points were fitted (those with a positive value).
+	Points int `json:"points"`
 }
 
 // Oracle is the after-churn check: the dataplane the proxier reached
@@ -198,6 +300,32 @@ type Totals struct {
 	FullSeconds    float64 `json:"fullSeconds"`
 	PartialCount   uint64  `json:"partialCount"`
 	PartialSeconds float64 `json:"partialSeconds"`
+	// kube-proxy's failure counters: failed iptables-restore runs
+	// (iptables and IPVS modes; partial: failed partial syncs) and failed
+	// nft transactions (nftables mode: syncs and stale-chain cleanups).
+	RestoreFailures         uint64 `json:"restoreFailures,omitempty"`
+	PartialRestoreFailures  uint64 `json:"partialRestoreFailures,omitempty"`
+	NFTablesSyncFailures    uint64 `json:"nftablesSyncFailures,omitempty"`
+	NFTablesCleanupFailures uint64 `json:"nftablesCleanupFailures,omitempty"`
+}
+
+// FaultResult is one armed fault (spec.faults or a fault step) and what it
+// did by the end of the node's run.
+type FaultResult struct {
+	// Where armed it: spec.faults[i] or the step's name.
+	Where string `json:"where"`
+	// Kind is command or api.
+	Kind string `json:"kind"`
+	// Target is the program (command) or resource and verbs (api).
+	Target string `json:"target"`
+	// Armed is how many failures were asked for (command failures, API
+	// errors); Injected how many happened.
+	Armed    int `json:"armed"`
+	Injected int `json:"injected"`
+	// Delayed is how many API calls were held for the fault's delay.
+	Delayed int `json:"delayed,omitempty"`
+	// ByVerb counts the faulted API calls per verb.
+	ByVerb map[string]int `json:"byVerb,omitempty"`
 }
 
 // ProgrammingLatency summarises kube-proxy's
@@ -243,6 +371,18 @@ type Resources struct {
 	ChildCPUSeconds float64 `json:"childCPUSeconds"`
 	// MaxRSSBytes is the node process's peak resident set size.
 	MaxRSSBytes int64 `json:"maxRSSBytes"`
+	// Memory samples the node process every MemorySampleSeconds: resident
+	// set (/proc/self/statm) and Go heap in use (runtime.MemStats
+	// HeapAlloc), from the fake cluster's build to the end.
+	Memory              []MemorySample `json:"memory,omitempty"`
+	MemorySampleSeconds float64        `json:"memorySampleSeconds,omitempty"`
+}
+
+// MemorySample is one sample of the node's memory.
+type MemorySample struct {
+	At        time.Time `json:"at"`
+	RSSBytes  int64     `json:"rssBytes"`
+	HeapBytes int64     `json:"heapBytes"`
 }
 
 // Placement is where a mode's node ran.

@@ -63,7 +63,21 @@ func WriteSummary(w io.Writer, r *Result) error {
 			fmt.Fprintf(w, "%s failed: %s\n", m.Name, m.Error)
 		}
 	}
+	if err := writeSweepSummary(w, r); err != nil {
+		return err
+	}
 
+	if ft := faultsTable(r); len(ft.Rows) > 0 {
+		fmt.Fprintln(w)
+		tt := newTable(w)
+		tt.Header(ft.Header)
+		for _, row := range ft.Rows {
+			_ = tt.Append(row)
+		}
+		if err := tt.Render(); err != nil {
+			return err
+		}
+	}
 	if len(r.Expectations) > 0 {
 		fmt.Fprintln(w)
 		et := newTable(w)
@@ -80,21 +94,20 @@ func WriteSummary(w io.Writer, r *Result) error {
 		}
 	}
 	writeDesigns(w, r)
-	for _, m := range r.Modes {
-		if pl := m.Placement; pl != nil && pl.Kernel == "vm" {
-			fmt.Fprintf(w, "%s ran in a VM (kernel %s, %s%s, boot %.1fs): its timings are only comparable with other modes of the same VM.\n",
-				m.Name, pl.KernelRelease, pl.Accel, map[bool]string{true: ": software emulation, about 10-35x slower than the host", false: ""}[pl.Accel == "tcg"], pl.BootSeconds)
-			if e := m.NativeEstimate; e != nil {
-				fmt.Fprintf(w, "  %s %s\n", m.Name, e)
-			}
+	for i := range r.Modes {
+		if t, ok := r.Modes[i].MemoryTrend(); ok {
+			fmt.Fprintf(w, "%s memory: %s\n", r.Modes[i].Name, t)
 		}
+	}
+	for _, n := range vmNotes(r) {
+		fmt.Fprintln(w, wrap(n, 108, "  "))
 	}
 	if r.Host.Checked && !r.Host.Unchanged {
 		fmt.Fprintf(w, "\nTHE HOST CHANGED during the run:\n%s\n", r.Host.Diff)
 	}
 
 	fmt.Fprintln(w, "\nHow these were obtained:")
-	for _, n := range methodNotes {
+	for _, n := range notesFor(r) {
 		fmt.Fprintln(w, "  "+wrap(n.What+": "+n.How, 108, "    "))
 	}
 	return nil

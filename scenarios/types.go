@@ -1,6 +1,8 @@
 package scenarios
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
@@ -68,6 +70,11 @@ type Spec struct {
 	// Sweep, when set, repeats the run for several sizes of one service
 	// group to draw cost-versus-size curves.
 	Sweep *Sweep `yaml:"sweep,omitempty" json:"sweep,omitempty"`
+	// Faults are armed when a node starts, before the proxier's informers
+	// list anything: API faults here hit kube-proxy's initial lists and
+	// watches, command faults its first syncs. A step's fault is armed
+	// when the step runs.
+	Faults []Fault `yaml:"faults,omitempty" json:"faults,omitempty"`
 }
 
 // Cluster is the shape of the simulated cluster. Every address here exists
@@ -286,6 +293,66 @@ type Step struct {
 	Probe *ProbeStep `yaml:"probe,omitempty" json:"probe,omitempty"`
 	// Wait pauses.
 	Wait *WaitStep `yaml:"wait,omitempty" json:"wait,omitempty"`
+	// Fault arms a fault and returns at once; the steps after it meet it.
+	Fault *Fault `yaml:"fault,omitempty" json:"fault,omitempty"`
+}
+
+// Fault is one injected failure: exactly one of Command and API.
+type Fault struct {
+	// Modes limits the fault to these mode entries, by entry name or mode
+	// (a command fault names a program only some modes run). Default:
+	// every mode.
+	Modes []string `yaml:"modes,omitempty" json:"modes,omitempty"`
+	// Command makes runs of a dataplane program fail.
+	Command *CommandFault `yaml:"command,omitempty" json:"command,omitempty"`
+	// API makes calls to the fake API server fail or wait.
+	API *APIFault `yaml:"api,omitempty" json:"api,omitempty"`
+}
+
+// AppliesTo says whether the fault is for the mode entry m.
+func (f Fault) AppliesTo(m ModeSpec) bool {
+	return len(f.Modes) == 0 || slices.Contains(f.Modes, m.Name) || slices.Contains(f.Modes, m.Mode)
+}
+
+// Programs a CommandFault can fail: the ones the proxiers run to program
+// the kernel.
+var FaultCommands = []string{"iptables-restore", "iptables", "nft", "ipset"}
+
+// CommandFault makes the next Failures runs of a program that change
+// rules exit 1 without running, as a kernel or binary that rejects the
+// input would. It works through the node's PATH: a wrapper named like the
+// program comes first and runs the real one otherwise. Runs that only read
+// (arguments list, save, --version, -V, version) always go through, so
+// kube-proxy's reads and kpsim's own rule readers are never failed.
+type CommandFault struct {
+	// Name is the program: iptables-restore, iptables, nft or ipset.
+	Name string `yaml:"name" json:"name"`
+	// Failures is how many runs fail. Required, at least 1.
+	Failures int `yaml:"failures" json:"failures"`
+}
+
+// API verbs an APIFault can match.
+var FaultVerbs = []string{"get", "list", "watch", "create", "update", "delete"}
+
+// APIFault fails or delays calls to the fake API server, through the fake
+// clientset's reactors: kube-proxy's informers and kpsim's churn writes
+// meet it alike. The fake clientset runs its reactors under one lock, so a
+// delayed call also holds back every other call for that time.
+type APIFault struct {
+	// Resource is the resource the calls are for: services,
+	// endpointslices, nodes, servicecidrs, or * for every one.
+	Resource string `yaml:"resource" json:"resource"`
+	// Verbs to match (get, list, watch, create, update, delete). Default:
+	// every verb.
+	Verbs []string `yaml:"verbs,omitempty" json:"verbs,omitempty"`
+	// Errors is how many matching calls fail with an internal server
+	// error (HTTP 500), the next ones in order.
+	Errors int `yaml:"errors,omitempty" json:"errors,omitempty"`
+	// Delay holds each delayed matching call this long before it runs.
+	Delay Duration `yaml:"delay,omitempty" json:"delay,omitempty"`
+	// Delayed is how many matching calls are delayed, the next ones in
+	// order. Default with Delay set: every one until the node ends.
+	Delayed int `yaml:"delayed,omitempty" json:"delayed,omitempty"`
 }
 
 // SyncStep waits for the proxier to catch up with the API.
@@ -385,6 +452,11 @@ type Expectations struct {
 	// NetworkProgrammingLatencyP99 bounds kube-proxy's network programming
 	// latency p99 and the harness's end-to-end figure, per mode.
 	NetworkProgrammingLatencyP99 *Duration `yaml:"networkProgrammingLatencyP99,omitempty" json:"networkProgrammingLatencyP99,omitempty"`
+	// MemoryGrowthMiBPerMinute bounds, per mode, the growth of the node
+	// process's resident set after the first sync: the least-squares
+	// slope of its memory samples (one every 5 s), in MiB per minute. A
+	// soak sets it to show memory stays flat.
+	MemoryGrowthMiBPerMinute *float64 `yaml:"memoryGrowthMiBPerMinute,omitempty" json:"memoryGrowthMiBPerMinute,omitempty"`
 	// Rules bound rule counts in the dataplane.
 	Rules []RuleExpectation `yaml:"rules,omitempty" json:"rules,omitempty"`
 	// Distribution, when "pass", requires every probed Service's traffic
@@ -432,10 +504,33 @@ const (
 	RulesAtEnd       = "end"
 )
 
-// Sweep repeats the run with one service group at several sizes.
+// Sweep repeats the run with one service group at several sizes: every
+// mode entry runs the whole scenario once per size, in a fresh node, with
+// the group's count set to that size.
 type Sweep struct {
 	// Group is the service group whose count is swept. Required.
 	Group string `yaml:"group" json:"group"`
 	// Counts are the group sizes, ascending. Required.
 	Counts []int `yaml:"counts" json:"counts"`
+	// MaxCount caps the sizes a mode runs, keyed by mode entry name
+	// (ipvs-nft) or mode (ipvs: every entry of that mode; an entry name
+	// wins over its mode). Larger sizes are skipped for that mode and the
+	// report says so. For modes whose cost at the largest sizes would be
+	// hours, such as IPVS in an emulated VM. Default: no cap.
+	MaxCount map[string]int `yaml:"maxCount,omitempty" json:"maxCount,omitempty"`
+}
+
+// Cap returns the largest size mode entry m runs and the maxCount key
+// that set it; ok is false when no cap applies.
+func (sw *Sweep) Cap(m ModeSpec) (limit int, key string, ok bool) {
+	if sw == nil {
+		return 0, "", false
+	}
+	if c, ok := sw.MaxCount[m.Name]; ok {
+		return c, m.Name, true
+	}
+	if c, ok := sw.MaxCount[m.Mode]; ok {
+		return c, m.Mode, true
+	}
+	return 0, "", false
 }

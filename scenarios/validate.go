@@ -61,10 +61,14 @@ func validate(s *Scenario) field.ErrorList {
 		errs = append(errs, field.Invalid(spec.Child("dataplane", "addressesPerNamespace"), n, "must be between 0 (automatic) and 4096"))
 	}
 	errs = append(errs, v.steps(spec.Child("steps"))...)
+	for i := range s.Spec.Faults {
+		errs = append(errs, v.fault(spec.Child("faults").Index(i), &s.Spec.Faults[i])...)
+	}
 	errs = append(errs, v.expectations(spec.Child("expectations"))...)
 	errs = append(errs, v.sweep(spec.Child("sweep"))...)
 	if len(errs) == 0 {
 		errs = append(errs, v.capacity(spec)...)
+		errs = append(errs, v.conntrack(spec)...)
 	}
 	return errs
 }
@@ -449,13 +453,16 @@ func (v *validator) steps(p *field.Path) field.ErrorList {
 	for i, st := range v.s.Spec.Steps {
 		sp := p.Index(i)
 		set := 0
-		for _, b := range []bool{st.Sync != nil, st.Churn != nil, st.Probe != nil, st.Wait != nil} {
+		for _, b := range []bool{st.Sync != nil, st.Churn != nil, st.Probe != nil, st.Wait != nil, st.Fault != nil} {
 			if b {
 				set++
 			}
 		}
 		if set != 1 {
-			errs = append(errs, field.Invalid(sp, fmt.Sprintf("%d actions", set), "a step needs exactly one of sync, churn, probe, wait"))
+			errs = append(errs, field.Invalid(sp, fmt.Sprintf("%d actions", set), "a step needs exactly one of sync, churn, probe, wait, fault"))
+		}
+		if st.Fault != nil {
+			errs = append(errs, v.fault(sp.Child("fault"), st.Fault)...)
 		}
 		if names.Has(st.Name) {
 			errs = append(errs, field.Duplicate(sp.Child("name"), st.Name))
@@ -565,6 +572,9 @@ func (v *validator) expectations(p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child(d.name), d.v.String(), "must be positive"))
 		}
 	}
+	if g := e.MemoryGrowthMiBPerMinute; g != nil && (math.IsNaN(*g) || math.IsInf(*g, 0)) {
+		errs = append(errs, field.Invalid(p.Child("memoryGrowthMiBPerMinute"), *g, "must be a number"))
+	}
 	if e.Distribution != "" && e.Distribution != "pass" {
 		errs = append(errs, field.NotSupported(p.Child("distribution"), e.Distribution, []string{"pass"}))
 	}
@@ -633,30 +643,83 @@ func (v *validator) sweep(p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("counts").Index(i), c, "counts must be ascending"))
 		}
 	}
+	keys := make([]string, 0, len(sw.MaxCount))
+	for k := range sw.MaxCount {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		kp, c := p.Child("maxCount").Key(k), sw.MaxCount[k]
+		if !slices.ContainsFunc(v.s.Spec.Modes, func(m ModeSpec) bool { return m.Name == k || m.Mode == k }) {
+			errs = append(errs, field.NotFound(kp, k))
+			continue
+		}
+		switch {
+		case c < 1:
+			errs = append(errs, field.Invalid(kp, c, "must be positive"))
+		case len(sw.Counts) > 0 && c < sw.Counts[0]:
+			errs = append(errs, field.Invalid(kp, c, fmt.Sprintf("is below the smallest count %d: the mode would run no size (remove it from spec.modes instead)", sw.Counts[0])))
+		}
+	}
 	return errs
 }
 
 // capacity refuses a scenario whose addresses or ports cannot fit, before
-// anything is created, and says the largest size that fits.
+// anything is created, and says the largest size that fits. A sweep is
+// checked at each of its counts: a count that does not fit is named, with
+// the largest count that does.
 func (v *validator) capacity(spec *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	var services, nodePorts, lbs int
-	var endpoints int64
+	errs := v.fit(v.needs(nil)).errors()
+	sw := v.s.Spec.Sweep
+	if len(errs) > 0 || sw == nil {
+		return errs
+	}
+	for i, c := range sw.Counts {
+		misfit := v.fit(v.needs(&c))
+		if len(misfit) == 0 {
+			continue
+		}
+		lo, hi := 0, c // lo fits, hi does not
+		for hi-lo > 1 {
+			mid := lo + (hi-lo)/2
+			if len(v.fit(v.needs(&mid))) == 0 {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		errs = append(errs, field.Invalid(spec.Child("sweep", "counts").Index(i), c,
+			fmt.Sprintf("group %s at this size does not fit: %s %v %s; the largest count that fits is %d", sw.Group, misfit[0].path, misfit[0].value, misfit[0].detail, lo)))
+	}
+	return errs
+}
+
+// needs is what a scenario takes from the cluster's ranges: Services
+// (ClusterIPs), endpoint addresses, NodePorts and LoadBalancer IPs.
+type needs struct {
+	services, nodePorts, lbs int
+	endpoints                int64
+}
+
+// needs counts what the scenario can grow to, with the sweep group at
+// *sweepCount when it is set (else at its count).
+func (v *validator) needs(sweepCount *int) needs {
+	var n needs
 	sizes := func(g *ServiceGroup, count int) {
-		services += count
-		endpoints += int64(count) * int64(g.Endpoints.Max)
+		n.services += count
+		n.endpoints += int64(count) * int64(g.Endpoints.Max)
 		if g.Type != corev1.ServiceTypeClusterIP {
-			nodePorts += count * len(g.Ports)
+			n.nodePorts += count * len(g.Ports)
 		}
 		if g.Type == corev1.ServiceTypeLoadBalancer {
-			lbs += count
+			n.lbs += count
 		}
 	}
 	for i := range v.s.Spec.ServiceGroups {
 		g := &v.s.Spec.ServiceGroups[i]
 		count := g.Count
-		if sw := v.s.Spec.Sweep; sw != nil && sw.Group == g.Name && len(sw.Counts) > 0 {
-			count = max(count, sw.Counts[len(sw.Counts)-1])
+		if sw := v.s.Spec.Sweep; sweepCount != nil && sw != nil && sw.Group == g.Name {
+			count = *sweepCount
 		}
 		sizes(g, count)
 	}
@@ -666,44 +729,67 @@ func (v *validator) capacity(spec *field.Path) field.ErrorList {
 			continue
 		}
 		g := v.group(c.Group)
-		n := c.Count
+		k := c.Count
 		if c.Duration != nil {
-			n = int(math.Ceil(c.Rate * c.Duration.Seconds()))
+			k = int(math.Ceil(c.Rate * c.Duration.Seconds()))
 		}
 		switch c.Action {
 		case ChurnCreateServices:
-			sizes(g, n)
+			sizes(g, k)
 		case ChurnScaleUp, ChurnRollingUpdate:
 			// A rolling update holds the new address before it frees
 			// the old one, so it may need one more at a time; scale-ups
 			// each keep theirs.
 			if c.Action == ChurnRollingUpdate {
-				n = 1
+				k = 1
 			}
-			endpoints += int64(n)
+			n.endpoints += int64(k)
 		}
 	}
 	for _, o := range v.s.Spec.Objects {
 		if o.Service != nil {
-			services++
+			n.services++
 		}
 	}
+	return n
+}
+
+// misfit is one range too small for what a scenario needs.
+type misfit struct {
+	path   *field.Path
+	value  any
+	detail string
+}
+
+type misfits []misfit
+
+func (ms misfits) errors() field.ErrorList {
+	var errs field.ErrorList
+	for _, m := range ms {
+		errs = append(errs, field.Invalid(m.path, m.value, m.detail))
+	}
+	return errs
+}
+
+// fit checks n against the cluster's ranges.
+func (v *validator) fit(n needs) misfits {
+	var out misfits
+	cl := field.NewPath("spec", "cluster")
 	check := func(path *field.Path, pfx netip.Prefix, reserved int64, need int64, what string) {
 		have := prefixSize(pfx) - reserved
 		if need > have {
-			errs = append(errs, field.Invalid(path, pfx.String(), fmt.Sprintf("holds %d %s, the scenario needs up to %d: use a /%d or larger prefix", have, what, need, bitsFor(need+reserved))))
+			out = append(out, misfit{path, pfx.String(), fmt.Sprintf("holds %d %s, the scenario needs up to %d: use a /%d or larger prefix", have, what, need, bitsFor(need+reserved))})
 		}
 	}
-	cl := spec.Child("cluster")
 	// The service CIDR's network address and the "kubernetes" Service's
 	// address are not handed out.
-	check(cl.Child("serviceCIDR"), v.serviceCIDR, 2, int64(services), "ClusterIPs")
-	check(cl.Child("podCIDR"), v.podCIDR, ReservedPodAddresses+1, endpoints, "endpoint addresses")
-	check(cl.Child("loadBalancerCIDR"), v.lbCIDR, 1, int64(lbs), "LoadBalancer IPs")
-	if have := NodePortMax - NodePortMin + 1; nodePorts > have {
-		errs = append(errs, field.Invalid(spec.Child("serviceGroups"), nodePorts, fmt.Sprintf("NodePort and LoadBalancer Services need %d NodePorts; the range %d-%d holds %d", nodePorts, NodePortMin, NodePortMax, have)))
+	check(cl.Child("serviceCIDR"), v.serviceCIDR, 2, int64(n.services), "ClusterIPs")
+	check(cl.Child("podCIDR"), v.podCIDR, ReservedPodAddresses+1, n.endpoints, "endpoint addresses")
+	check(cl.Child("loadBalancerCIDR"), v.lbCIDR, 1, int64(n.lbs), "LoadBalancer IPs")
+	if have := NodePortMax - NodePortMin + 1; n.nodePorts > have {
+		out = append(out, misfit{field.NewPath("spec", "serviceGroups"), n.nodePorts, fmt.Sprintf("NodePort and LoadBalancer Services need %d NodePorts; the range %d-%d holds %d", n.nodePorts, NodePortMin, NodePortMax, have)})
 	}
-	return errs
+	return out
 }
 
 func prefixSize(p netip.Prefix) int64 {
@@ -759,6 +845,55 @@ func zone(p *field.Path, z string) field.ErrorList {
 	var errs field.ErrorList
 	for _, msg := range utilvalidation.IsValidLabelValue(z) {
 		errs = append(errs, field.Invalid(p, z, msg))
+	}
+	return errs
+}
+
+// fault checks one fault of spec.faults or a fault step.
+func (v *validator) fault(p *field.Path, f *Fault) field.ErrorList {
+	var errs field.ErrorList
+	for i, name := range f.Modes {
+		if !slices.ContainsFunc(v.s.Spec.Modes, func(m ModeSpec) bool { return m.Name == name || m.Mode == name }) {
+			errs = append(errs, field.NotFound(p.Child("modes").Index(i), name))
+		}
+	}
+	if (f.Command == nil) == (f.API == nil) {
+		return append(errs, field.Invalid(p, "", "a fault needs exactly one of command, api"))
+	}
+	if c := f.Command; c != nil {
+		cp := p.Child("command")
+		if !slices.Contains(FaultCommands, c.Name) {
+			errs = append(errs, field.NotSupported(cp.Child("name"), c.Name, FaultCommands))
+		}
+		if c.Failures < 1 {
+			errs = append(errs, field.Invalid(cp.Child("failures"), c.Failures, "must be at least 1"))
+		}
+	}
+	if a := f.API; a != nil {
+		ap := p.Child("api")
+		if a.Resource == "" {
+			errs = append(errs, field.Required(ap.Child("resource"), "services, endpointslices, nodes, servicecidrs or *"))
+		}
+		for i, v := range a.Verbs {
+			if !slices.Contains(FaultVerbs, v) {
+				errs = append(errs, field.NotSupported(ap.Child("verbs").Index(i), v, FaultVerbs))
+			}
+		}
+		if a.Errors < 0 {
+			errs = append(errs, field.Invalid(ap.Child("errors"), a.Errors, "must not be negative"))
+		}
+		if a.Delay.Duration < 0 {
+			errs = append(errs, field.Invalid(ap.Child("delay"), a.Delay.String(), "must not be negative"))
+		}
+		if a.Delayed < 0 {
+			errs = append(errs, field.Invalid(ap.Child("delayed"), a.Delayed, "must not be negative"))
+		}
+		if a.Delayed > 0 && a.Delay.Duration == 0 {
+			errs = append(errs, field.Required(ap.Child("delay"), "delayed calls need a delay"))
+		}
+		if a.Errors == 0 && a.Delay.Duration == 0 {
+			errs = append(errs, field.Invalid(ap, "", "set errors, delay or both"))
+		}
 	}
 	return errs
 }

@@ -10,12 +10,10 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,12 +44,12 @@ log to the run directory. It prints a summary table and exits 1 when an
 expectation of the scenario was missed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := interruptible(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
 			return runScenario(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], o)
 		},
 	}
-	cmd.Flags().StringSliceVar(&o.modes, "modes", nil, "mode entries to run, by entry name (iptables-legacy) or mode (iptables); default: the scenario's")
+	cmd.Flags().StringSliceVar(&o.modes, "modes", nil, "mode entries to run, by entry name (iptables-legacy) or mode (iptables: every iptables entry, or with --kernel host|vm the entries the scenario places there, if any); default: the scenario's")
 	cmd.Flags().StringSliceVar(&o.backends, "iptables-backend", nil, "run every iptables mode entry with each of these backends (legacy, nft) instead of the scenario's")
 	cmd.Flags().StringVar(&o.out, "out", "", "run directory (default results/<run-id>)")
 	cmd.Flags().StringVar(&o.kernel, "kernel", "auto", "where nodes run: auto (each mode entry's kernel field: by default the host, or a VM for a mode the host kernel lacks), host, or vm (every mode in a VM, so the modes share one kernel)")
@@ -69,9 +67,6 @@ func runScenario(ctx context.Context, stdout, stderr io.Writer, file string, o r
 	s, err := loadScenario(file, data)
 	if err != nil {
 		return err
-	}
-	if s.Spec.Sweep != nil {
-		return environment(fmt.Errorf("%s: sweeps are not built yet; run the scenario without spec.sweep", file))
 	}
 	modes, err := selectModes(s, o)
 	if err != nil {
@@ -111,6 +106,9 @@ func runScenario(ctx context.Context, stdout, stderr io.Writer, file string, o r
 			}
 		}
 	}
+	if err := checkLimits(stderr, file, s, modes, placement); err != nil {
+		return err
+	}
 	if !host.Root {
 		return environment(errors.New("kpsim run needs root to create network namespaces: run it with sudo"))
 	}
@@ -126,6 +124,7 @@ func runScenario(ctx context.Context, stdout, stderr io.Writer, file string, o r
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return environment(fmt.Errorf("creating run directory: %w", err))
 	}
+	fmt.Fprintf(stderr, "run %s: writing to %s\n", runID, dir)
 	sum := sha256.Sum256(data)
 	res := &reports.Result{
 		SchemaVersion: reports.SchemaVersion,
@@ -143,6 +142,10 @@ func runScenario(ctx context.Context, stdout, stderr io.Writer, file string, o r
 
 	before, snapErr := netns.TakeHostSnapshot()
 	for _, m := range modes {
+		if s.Spec.Sweep != nil {
+			res.Modes = runSweep(ctx, stderr, s, file, data, modes, runID, dir, placement)
+			break
+		}
 		res.Modes = append(res.Modes, runMode(ctx, stderr, s, file, data, m, runID, dir, placement[m.Name] == "vm"))
 		if ctx.Err() != nil {
 			break
@@ -173,6 +176,7 @@ func runScenario(ctx context.Context, stdout, stderr io.Writer, file string, o r
 			}
 		}
 	}
+	res.Sweep = sweepSummary(s, modes, res)
 	res.Host = hostCheck(before, snapErr)
 	res.Finished = time.Now()
 	res.Expectations = reports.CheckExpectations(s, res)
@@ -245,14 +249,13 @@ func selectModes(s *scenarios.Scenario, o runOptions) ([]scenarios.ModeSpec, err
 	}
 	var out []scenarios.ModeSpec
 	for _, want := range o.modes {
-		found := false
-		for _, m := range modes {
-			if (m.Name == want || m.Mode == want) && !slices.ContainsFunc(out, func(x scenarios.ModeSpec) bool { return x.Name == m.Name }) {
+		matches := modeMatches(modes, want, o.kernel)
+		for _, m := range matches {
+			if !slices.ContainsFunc(out, func(x scenarios.ModeSpec) bool { return x.Name == m.Name }) {
 				out = append(out, m)
-				found = true
 			}
 		}
-		if !found {
+		if len(matches) == 0 {
 			names := make([]string, len(modes))
 			for i, m := range modes {
 				names[i] = m.Name
@@ -261,6 +264,32 @@ func selectModes(s *scenarios.Scenario, o runOptions) ([]scenarios.ModeSpec, err
 		}
 	}
 	return out, nil
+}
+
+// modeMatches returns the entries --modes want names: the entry of that
+// name, or the entries of that mode. When --kernel forces a placement and
+// the scenario has entries of the mode meant for that kernel (kernel: vm
+// for a VM, any other for the host), only those match: on 2000x10.yaml,
+// `--modes iptables,ipvs --kernel vm` runs the scenario's VM iptables
+// entry beside IPVS, not every iptables entry in the VM again.
+func modeMatches(modes []scenarios.ModeSpec, want, kernel string) []scenarios.ModeSpec {
+	var byMode, placed []scenarios.ModeSpec
+	for _, m := range modes {
+		if m.Name == want {
+			return []scenarios.ModeSpec{m}
+		}
+		if m.Mode != want {
+			continue
+		}
+		byMode = append(byMode, m)
+		if (kernel == scenarios.KernelVM && m.Kernel == scenarios.KernelVM) || (kernel == scenarios.KernelHost && m.Kernel != scenarios.KernelVM) {
+			placed = append(placed, m)
+		}
+	}
+	if len(placed) > 0 {
+		return placed
+	}
+	return byMode
 }
 
 // runMode runs one mode entry in its own node process, then, when the

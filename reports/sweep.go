@@ -1,0 +1,174 @@
+package reports
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	"gonum.org/v1/gonum/stat"
+)
+
+// SweepFitMethod says how SweepFit exponents are obtained.
+const SweepFitMethod = "ordinary least squares of ln(metric) on ln(services) over a mode's points " +
+	"(gonum stat.LinearRegression), exponent = slope: 1 is linear growth, 2 quadratic, 0 constant; " +
+	"R² of that line in log space. Points with a zero or missing value, and failed runs, are left out; " +
+	"with 2 points the line is exact and R² says nothing."
+
+// Sweep metrics other than rule counts.
+const (
+	SweepFirstSync = "firstSync"
+	SweepPeakRSS   = "peakRSS"
+	// SweepRulesPrefix prefixes a rule count kind: rules/iptables/nat.
+	SweepRulesPrefix = "rules/"
+)
+
+// NewSweepResult builds a sweep's cost-versus-size view from its runs:
+// the ModeResults with Sweep set, grouped by mode entry in the order they
+// first appear. A run with Skipped set is a size the entry did not run.
+// maxCount gives each entry's cap (0 or absent: none).
+func NewSweepResult(group string, counts []int, modes []ModeResult, maxCount map[string]int) *SweepResult {
+	sr := &SweepResult{Group: group, Counts: counts, FitMethod: SweepFitMethod}
+	index := map[string]int{}
+	for i := range modes {
+		m := &modes[i]
+		if m.Sweep == nil {
+			continue
+		}
+		j, ok := index[m.Sweep.Entry]
+		if !ok {
+			j = len(sr.Modes)
+			index[m.Sweep.Entry] = j
+			sr.Modes = append(sr.Modes, SweepMode{Name: m.Sweep.Entry, Mode: m.Mode, Backend: m.Backend, MaxCount: maxCount[m.Sweep.Entry]})
+		}
+		sm := &sr.Modes[j]
+		if m.Skipped != "" {
+			sm.Skipped = append(sm.Skipped, SweepSkip{Count: m.Sweep.Count, Reason: m.Skipped})
+			continue
+		}
+		p := SweepPoint{Count: m.Sweep.Count, Services: m.Sweep.Services, Endpoints: m.Sweep.Endpoints, Run: m.Name,
+			Placement: "host", Rules: m.RulesAfterFirstSync, PeakRSSBytes: m.Resources.MaxRSSBytes, Error: m.Error}
+		if m.Placement != nil && m.Placement.Kernel != "" {
+			p.Placement = m.Placement.Kernel
+		}
+		if f := m.FirstSync(); f != nil {
+			p.FirstSyncSeconds = f.Seconds
+		}
+		if e := m.NativeEstimate; e != nil {
+			fs := e.FirstSync
+			p.FirstSyncHostEstimate = &fs
+		}
+		sm.Points = append(sm.Points, p)
+	}
+	for i := range sr.Modes {
+		sm := &sr.Modes[i]
+		sort.Slice(sm.Points, func(a, b int) bool { return sm.Points[a].Count < sm.Points[b].Count })
+		sort.Slice(sm.Skipped, func(a, b int) bool { return sm.Skipped[a].Count < sm.Skipped[b].Count })
+		sm.Kernel = "host"
+		for _, p := range sm.Points {
+			if p.Placement == "vm" {
+				sm.Kernel = "vm"
+			}
+		}
+		sm.Fits = fitSweep(sm.Points)
+	}
+	return sr
+}
+
+// fitSweep fits every metric the points carry: first sync, peak RSS and
+// each rule count kind, in that order (kinds sorted).
+func fitSweep(points []SweepPoint) []SweepFit {
+	var ok []SweepPoint
+	var rules []map[string]int
+	for _, p := range points {
+		if p.Error == "" {
+			ok = append(ok, p)
+			rules = append(rules, p.Rules)
+		}
+	}
+	metrics := []struct {
+		name string
+		get  func(SweepPoint) float64
+	}{
+		{SweepFirstSync, func(p SweepPoint) float64 { return p.FirstSyncSeconds }},
+		{SweepPeakRSS, func(p SweepPoint) float64 { return float64(p.PeakRSSBytes) }},
+	}
+	for _, k := range countKeys(rules...) {
+		metrics = append(metrics, struct {
+			name string
+			get  func(SweepPoint) float64
+		}{SweepRulesPrefix + k, func(p SweepPoint) float64 { return float64(p.Rules[k]) }})
+	}
+	var fits []SweepFit
+	for _, m := range metrics {
+		var xs, ys []float64
+		for _, p := range ok {
+			if v := m.get(p); v > 0 && p.Services > 0 {
+				xs = append(xs, float64(p.Services))
+				ys = append(ys, v)
+			}
+		}
+		if f, err := FitPowerLaw(xs, ys); err == nil {
+			f.Metric = m.name
+			fits = append(fits, f)
+		}
+	}
+	return fits
+}
+
+// FitPowerLaw fits y = e^a x^b by least squares on ln y = a + b ln x and
+// returns b as the exponent, a as the intercept and the R² of the line in
+// log space. It needs at least two points with distinct positive x and
+// positive y.
+func FitPowerLaw(xs, ys []float64) (SweepFit, error) {
+	if len(xs) != len(ys) {
+		return SweepFit{}, fmt.Errorf("fit: %d x values, %d y values", len(xs), len(ys))
+	}
+	lx, ly := make([]float64, len(xs)), make([]float64, len(ys))
+	distinct := map[float64]bool{}
+	for i := range xs {
+		if !(xs[i] > 0) || !(ys[i] > 0) || math.IsInf(xs[i], 0) || math.IsInf(ys[i], 0) {
+			return SweepFit{}, fmt.Errorf("fit: point %d (%g, %g) is not positive and finite", i, xs[i], ys[i])
+		}
+		lx[i], ly[i] = math.Log(xs[i]), math.Log(ys[i])
+		distinct[xs[i]] = true
+	}
+	if len(distinct) < 2 {
+		return SweepFit{}, fmt.Errorf("fit: needs two distinct sizes, have %d", len(distinct))
+	}
+	if slices.Min(ys) == slices.Max(ys) {
+		// A constant: the horizontal line fits exactly (RSquared would
+		// divide zero by zero).
+		return SweepFit{Exponent: 0, Intercept: ly[0], RSquared: 1, Points: len(xs)}, nil
+	}
+	a, b := stat.LinearRegression(lx, ly, nil, false)
+	return SweepFit{Exponent: b, Intercept: a, RSquared: stat.RSquared(lx, ly, nil, a, b), Points: len(xs)}, nil
+}
+
+// Fit returns the fit of metric, or nil.
+func (sm *SweepMode) Fit(metric string) *SweepFit {
+	for i := range sm.Fits {
+		if sm.Fits[i].Metric == metric {
+			return &sm.Fits[i]
+		}
+	}
+	return nil
+}
+
+// HeadlineRuleKind is the rule count kind that says most about the mode:
+// real servers for IPVS, nat rules for iptables, rules for nftables.
+func (sm *SweepMode) HeadlineRuleKind() string {
+	for _, k := range []string{"ipvs/realServers", "iptables/nat", "nftables/rules"} {
+		for _, p := range sm.Points {
+			if _, ok := p.Rules[k]; ok {
+				return k
+			}
+		}
+	}
+	for _, p := range sm.Points {
+		if keys := countKeys(p.Rules); len(keys) > 0 {
+			return keys[0]
+		}
+	}
+	return ""
+}

@@ -1,0 +1,93 @@
+package reports
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// sweepTables are a sweep's tables, for every report format: each mode's
+// points, then the fitted growth exponents. None without a sweep.
+func sweepTables(r *Result) []reportTable {
+	sw := r.Sweep
+	if sw == nil {
+		return nil
+	}
+	points := reportTable{
+		Title:  fmt.Sprintf("Sweep: cost by size of group %s", sw.Group),
+		Header: []string{"mode", "count", "services", "endpoints", "where", "first sync", "rules after first sync", "peak rss"},
+	}
+	fits := reportTable{
+		Title:  "Sweep: growth exponents",
+		Header: []string{"mode", "where", "metric", "exponent", "R²", "points"},
+	}
+	vm := false
+	for i := range sw.Modes {
+		sm := &sw.Modes[i]
+		kind := sm.HeadlineRuleKind()
+		for _, p := range sm.Points {
+			first := seconds(p.FirstSyncSeconds)
+			if p.Placement == "vm" {
+				vm = true
+				first += " (VM)"
+				if e := p.FirstSyncHostEstimate; e != nil {
+					first += fmt.Sprintf(", host est. %s-%s", seconds(e[1]), seconds(e[2]))
+				}
+			}
+			rules := "-"
+			if v, ok := p.Rules[kind]; ok {
+				rules = fmt.Sprintf("%d %s", v, kind)
+			}
+			label := sm.Name
+			if p.Error != "" {
+				label += " (FAILED)"
+				points.Notes = append(points.Notes, fmt.Sprintf("%s failed: %s", p.Run, p.Error))
+			}
+			points.Rows = append(points.Rows, []string{label, fmt.Sprint(p.Count), fmt.Sprint(p.Services), fmt.Sprint(p.Endpoints),
+				p.Placement, first, rules, fmt.Sprintf("%d MB", p.PeakRSSBytes>>20)})
+		}
+		for _, sk := range sm.Skipped {
+			points.Rows = append(points.Rows, []string{sm.Name, fmt.Sprint(sk.Count), "", "", "", "skipped: " + sk.Reason, "", ""})
+		}
+		for _, f := range sm.Fits {
+			metric := f.Metric
+			switch f.Metric {
+			case SweepFirstSync:
+				metric = "first sync"
+				if sm.Kernel == "vm" {
+					metric += " (VM timing)"
+				}
+			case SweepPeakRSS:
+				metric = "peak rss"
+			}
+			fits.Rows = append(fits.Rows, []string{sm.Name, sm.Kernel, strings.TrimPrefix(metric, SweepRulesPrefix),
+				fmt.Sprintf("%.2f", f.Exponent), fmt.Sprintf("%.3f", f.RSquared), fmt.Sprint(f.Points)})
+		}
+	}
+	fits.Notes = append(fits.Notes, "Exponent b of metric ∝ services^b: "+sw.FitMethod)
+	if vm {
+		note := "Timings marked VM ran in a qemu VM (software emulation here): they compare only with other VM timings of the same run, never with host rows."
+		points.Notes = append(points.Notes, note)
+		fits.Notes = append(fits.Notes, note)
+	}
+	return []reportTable{points, fits}
+}
+
+// writeSweepSummary prints a sweep's tables in the terminal summary.
+func writeSweepSummary(w io.Writer, r *Result) error {
+	for _, st := range sweepTables(r) {
+		fmt.Fprintf(w, "\n%s\n", st.Title)
+		t := newTable(w)
+		t.Header(st.Header)
+		for _, row := range st.Rows {
+			_ = t.Append(row)
+		}
+		if err := t.Render(); err != nil {
+			return err
+		}
+		for _, n := range st.Notes {
+			fmt.Fprintln(w, wrap(n, 108, "  "))
+		}
+	}
+	return nil
+}
