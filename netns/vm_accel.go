@@ -45,6 +45,12 @@ func probeAccel(ctx context.Context, qemu string, k *VMKernel, busybox, workDir 
 		f.Close()
 		if err := probeKVM(ctx, qemu, k, busybox, workDir); err != nil {
 			note = fmt.Sprintf("KVM probe boot failed, using TCG: %v", err)
+			if _, err := os.Stat("/sys/module/kvm_pvm"); err == nil {
+				// Measured here: with -cpu host the MSR setup aborts;
+				// without arch-capabilities the guest hangs after the
+				// real-mode setup.
+				note += " (this host's KVM is kvm_pvm, pagetable-based virtualisation, which runs only guest kernels built for PVM, not a stock Debian kernel)"
+			}
 		} else {
 			accel = "kvm"
 		}

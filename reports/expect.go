@@ -22,7 +22,10 @@ func CheckExpectations(s *scenarios.Scenario, r *Result) []Expectation {
 		}
 		usable := m.Error == ""
 		// A VM's timings are not the host's: a timing threshold is checked
-		// against the upper end of the VM mode's native estimate.
+		// against the VM mode's native estimate. Its central value, not
+		// the upper end: the range comes from the calibrations' spread,
+		// which a busy machine widens tenfold (measured: 0.76-11 s around
+		// a 1.2 s estimate), so the upper end would fail a healthy proxier.
 		inVM := m.Placement != nil && m.Placement.Kernel == "vm"
 		vmTiming := func(e Expectation, limit time.Duration, pick func(*NativeEstimate) [3]float64, measured float64) Expectation {
 			if m.NativeEstimate == nil {
@@ -30,8 +33,8 @@ func CheckExpectations(s *scenarios.Scenario, r *Result) []Expectation {
 				return e
 			}
 			est := pick(m.NativeEstimate)
-			e = durationAtMost(e, est[2], limit)
-			e.Detail = strings.TrimPrefix(e.Detail+"; ", "; ") + fmt.Sprintf("VM: the upper end of the host estimate (%.3gs-%.3gs) is checked; measured in the VM %.3gs", est[1], est[2], measured)
+			e = durationAtMost(e, est[0], limit)
+			e.Detail = strings.TrimPrefix(e.Detail+"; ", "; ") + fmt.Sprintf("VM: the host estimate is checked (range %.3gs-%.3gs); measured in the VM %.3gs", est[1], est[2], measured)
 			return e
 		}
 		if d := exp.FirstSync; d != nil {
