@@ -141,6 +141,11 @@ type node struct {
 	// stepMutations and stepSkipped count the current churn step's
 	// mutations (onMutation).
 	stepMutations, stepSkipped int
+	// churnStep is the running churn step (for progress events), and
+	// lastProgress when the last progress event went.
+	churnStep    *scenarios.Step
+	churnStart   time.Time
+	lastProgress time.Time
 }
 
 func (n *node) run(ctx context.Context) error {
@@ -235,7 +240,9 @@ func (n *node) step(ctx context.Context, i int, st scenarios.Step, sr *reports.S
 		n.ctx = ctx
 		n.latency = &latencyProbe{every: sampleEvery(st.Churn)}
 		n.stepMutations, n.stepSkipped = 0, 0
+		n.churnStep, n.churnStart = &st, time.Now()
 		_, err := n.engine.Run(ctx, *st.Churn)
+		n.churnStep = nil
 		// The measurements end once the proxier caught up (or time out).
 		n.res.EndToEnd = append(n.res.EndToEnd, n.latency.wait()...)
 		n.latency = nil
@@ -312,6 +319,13 @@ func (n *node) onMutation(m sim.Mutation) {
 	}
 	for _, w := range m.Writes {
 		n.res.WriteRetries += w.Retries
+	}
+	if st := n.churnStep; st != nil {
+		p := progressData{Step: st.Name, Unit: "mutations", Done: n.stepMutations + n.stepSkipped, Of: st.Churn.Count}
+		if d := st.Churn.Duration; d != nil {
+			p.Seconds, p.OfSeconds = time.Since(n.churnStart).Seconds(), d.Duration.Seconds()
+		}
+		n.emitProgress(p, false)
 	}
 	n.lastWrite = m.End
 	if len(m.Added) > 0 {

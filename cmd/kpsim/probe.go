@@ -84,7 +84,8 @@ func (n *node) probe(ctx context.Context, index int, st scenarios.Step) error {
 
 	from := netns.ClientKind(p.From)
 	var samples []reports.ServiceSample
-	for _, t := range targets {
+	for i, t := range targets {
+		n.emitProgress(progressData{Step: st.Name, Unit: "Service ports probed", Done: i, Of: len(targets)}, i == 0)
 		count := sd.Connections
 		if n.ms.Mode == scenarios.ModeIPVS && n.ms.Scheduler == "rr" && len(t.exp.Eligible) > 0 {
 			// Round-robin is exact: make every endpoint's turn whole.

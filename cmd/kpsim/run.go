@@ -389,20 +389,32 @@ func startNode(ctx context.Context, stderr io.Writer, s *scenarios.Scenario, in 
 			return fail(err)
 		}
 	}
+	view := newProgressView(stderr, m.Name, started)
+	eventsDone := make(chan struct{})
 	go func() {
+		defer close(eventsDone)
 		for ev := range p.Events() {
-			if ev.Kind == eventStep {
+			switch ev.Kind {
+			case eventStep:
 				var st struct {
 					Step      string `json:"step"`
 					Index, Of int
 				}
 				if ev.Decode(&st) == nil {
-					fmt.Fprintf(stderr, "%s: %s: step %d/%d %s\n", m.Name, time.Since(started).Round(time.Millisecond), st.Index+1, st.Of, st.Step)
+					view.setStep(fmt.Sprintf("step %d/%d %s", st.Index+1, st.Of, st.Step))
+					view.line("%s: %s: step %d/%d %s", m.Name, time.Since(started).Round(time.Millisecond), st.Index+1, st.Of, st.Step)
+				}
+			case eventProgress:
+				var pd progressData
+				if ev.Decode(&pd) == nil {
+					view.setProgress(pd)
 				}
 			}
 		}
 	}()
 	nr, waitErr := wait()
+	<-eventsDone
+	view.close()
 	var mr reports.ModeResult
 	if nr != nil && len(nr.Data) > 0 {
 		if err := nr.Decode(&mr); err != nil {

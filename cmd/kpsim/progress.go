@@ -1,0 +1,173 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/term"
+)
+
+// Progress: the node emits eventProgress during churn and probe steps (at
+// most every progressEvery), and the orchestrator shows it. On a terminal
+// one status line per running node is redrawn every second: the step, its
+// elapsed time and a bar of the work done. Elsewhere (CI logs) a plain
+// line is printed at most every progressLineEvery, so a long phase (a
+// 20-minute IPVS first sync in a VM) still shows the run is alive.
+const (
+	eventProgress     = "progress"
+	progressEvery     = 2 * time.Second
+	progressLineEvery = 30 * time.Second
+	progressBarWidth  = 24
+)
+
+// progressData is an eventProgress's payload: Done of Of units of work
+// (mutations or connections; Of 0 when only a duration is known) and,
+// for a churn step with a duration, the elapsed and planned seconds.
+type progressData struct {
+	Step      string  `json:"step"`
+	Unit      string  `json:"unit"`
+	Done      int     `json:"done"`
+	Of        int     `json:"of,omitempty"`
+	Seconds   float64 `json:"seconds,omitempty"`
+	OfSeconds float64 `json:"ofSeconds,omitempty"`
+}
+
+// emitProgress sends a progress event if the last one is progressEvery
+// old (or force).
+func (n *node) emitProgress(p progressData, force bool) {
+	if !force && time.Since(n.lastProgress) < progressEvery {
+		return
+	}
+	n.lastProgress = time.Now()
+	_ = n.env.Emit(eventProgress, p)
+}
+
+// progressView shows one node's progress on w.
+type progressView struct {
+	w       io.Writer
+	tty     bool
+	mode    string
+	started time.Time
+
+	mu       sync.Mutex
+	step     string // "step 2/4 flaps"
+	p        *progressData
+	lastLine time.Time
+	drawn    bool
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func newProgressView(w io.Writer, mode string, started time.Time) *progressView {
+	v := &progressView{w: w, tty: isTerminal(w), mode: mode, started: started, lastLine: started,
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go v.loop()
+	return v
+}
+
+func (v *progressView) loop() {
+	defer close(v.done)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-v.stop:
+			return
+		case <-t.C:
+			v.mu.Lock()
+			switch {
+			case v.tty:
+				v.draw()
+			case time.Since(v.lastLine) >= progressLineEvery:
+				fmt.Fprintln(v.w, v.status())
+				v.lastLine = time.Now()
+			}
+			v.mu.Unlock()
+		}
+	}
+}
+
+// line prints a whole line (a step starting, the node done) above the
+// status line.
+func (v *progressView) line(format string, args ...any) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.clear()
+	fmt.Fprintf(v.w, format+"\n", args...)
+	v.lastLine = time.Now()
+	if v.tty {
+		v.draw()
+	}
+}
+
+func (v *progressView) setStep(step string) {
+	v.mu.Lock()
+	v.step, v.p = step, nil
+	v.mu.Unlock()
+}
+
+func (v *progressView) setProgress(p progressData) {
+	v.mu.Lock()
+	v.p = &p
+	v.mu.Unlock()
+}
+
+// close removes the status line and stops the view.
+func (v *progressView) close() {
+	close(v.stop)
+	<-v.done
+	v.mu.Lock()
+	v.clear()
+	v.mu.Unlock()
+}
+
+func (v *progressView) clear() {
+	if v.tty && v.drawn {
+		fmt.Fprint(v.w, "\r\033[K")
+		v.drawn = false
+	}
+}
+
+func (v *progressView) draw() {
+	fmt.Fprint(v.w, "\r\033[K"+v.status())
+	v.drawn = true
+}
+
+// status is the one-line state: mode, elapsed, step, and the work done.
+func (v *progressView) status() string {
+	s := fmt.Sprintf("%s: %s", v.mode, time.Since(v.started).Round(time.Second))
+	if v.step == "" {
+		return s + ": starting"
+	}
+	s += ": " + v.step
+	p := v.p
+	if p == nil {
+		return s
+	}
+	frac := -1.0
+	switch {
+	case p.Of > 0:
+		frac = float64(p.Done) / float64(p.Of)
+		s += fmt.Sprintf(": %d/%d %s", p.Done, p.Of, p.Unit)
+	case p.OfSeconds > 0:
+		frac = p.Seconds / p.OfSeconds
+		s += fmt.Sprintf(": %d %s, %.0f/%.0fs", p.Done, p.Unit, p.Seconds, p.OfSeconds)
+	default:
+		s += fmt.Sprintf(": %d %s", p.Done, p.Unit)
+	}
+	if v.tty && frac >= 0 {
+		frac = min(frac, 1)
+		full := int(frac * progressBarWidth)
+		s += " [" + strings.Repeat("#", full) + strings.Repeat(".", progressBarWidth-full) + "]"
+	}
+	return s
+}
