@@ -3,6 +3,7 @@ package reports
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,6 +99,7 @@ func TestWriteHTMLInChromium(t *testing.T) {
 	if got := strings.Count(string(dom), "<svg"); got != wantCharts {
 		t.Errorf("the browser's DOM has %d <svg> elements, want %d", got, wantCharts)
 	}
+	checkSweepInChromium(ctx, t, dir, chromium, args)
 	if got := strings.Count(string(dom), "<figcaption>"); got != wantCharts {
 		t.Errorf("the browser's DOM has %d captions, want %d", got, wantCharts)
 	}
@@ -131,5 +133,81 @@ func TestChartsSingleSync(t *testing.T) {
 	}
 	if len(charts) == 0 || !bytes.Contains(charts[0].SVG, []byte("<svg")) {
 		t.Errorf("no sync chart: %+v", charts)
+	}
+}
+
+// sweepPages are a real sweep run (iptables-legacy and nftables at 5, 10
+// and 20 Services, nftables capped at 10), and the same with nftables
+// marked as run in a VM, with the sweep charts each must show: VM timings
+// get their own first-sync chart.
+func sweepPages(t *testing.T) map[string][]string {
+	t.Helper()
+	r, err := ReadFile(filepath.Join("testdata", "sweep.result.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := map[string][]string{}
+	render := func(name string, r *Result, want []string) {
+		var buf bytes.Buffer
+		if err := WriteHTML(&buf, r); err != nil {
+			t.Fatal(err)
+		}
+		pages[buf.String()] = want
+	}
+	render("host", r, []string{"First sync vs Services, host", "Rules vs Services"})
+	for i := range r.Modes {
+		if strings.HasPrefix(r.Modes[i].Name, "nftables") && r.Modes[i].Skipped == "" {
+			r.Modes[i].Placement = &Placement{Kernel: "vm", Accel: "tcg"}
+		}
+	}
+	r.Sweep = NewSweepResult(r.Sweep.Group, r.Sweep.Counts, r.Modes, map[string]int{"nftables": 10})
+	render("vm", r, []string{"First sync vs Services, host", "First sync vs Services, in a VM", "Rules vs Services"})
+	return pages
+}
+
+func TestWriteHTMLSweep(t *testing.T) {
+	for page, want := range sweepPages(t) {
+		for _, title := range want {
+			if strings.Count(page, "<strong>"+title+".</strong>") != 1 {
+				t.Errorf("page lacks chart %q", title)
+			}
+		}
+		if got := strings.Count(page, "vs Services"); got < len(want) {
+			t.Errorf("%d sweep charts, want %d", got, len(want))
+		}
+		for _, s := range []string{"Sweep: growth exponents", "skipped: above spec.sweep.maxCount[nftables] = 10", "slope"} {
+			if !strings.Contains(page, s) {
+				t.Errorf("page lacks %q", s)
+			}
+		}
+	}
+}
+
+// checkSweepInChromium loads the sweep pages in the browser and counts
+// their sweep charts in its DOM.
+func checkSweepInChromium(ctx context.Context, t *testing.T, dir, chromium string, args []string) {
+	t.Helper()
+	i := 0
+	for page, want := range sweepPages(t) {
+		i++
+		path := filepath.Join(dir, fmt.Sprintf("sweep-%d.html", i))
+		if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, chromium, append(args, "--dump-dom", "file://"+path)...)
+		cmd.Stderr = &stderr
+		dom, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("chromium --dump-dom: %v\n%s", err, stderr.String())
+		}
+		for _, title := range want {
+			if !strings.Contains(string(dom), "<strong>"+title+".</strong>") {
+				t.Errorf("the browser's DOM lacks the sweep chart %q", title)
+			}
+		}
+		if got, n := strings.Count(string(dom), "<svg"), strings.Count(page, "<svg"); got != n || n < len(want) {
+			t.Errorf("the browser's DOM has %d <svg> elements, the page %d, want at least %d sweep charts", got, n, len(want))
+		}
 	}
 }

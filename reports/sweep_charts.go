@@ -60,8 +60,13 @@ func sweepCharts(r *Result) ([]Chart, error) {
 	if c != nil {
 		c.Title = "Rules vs Services"
 		c.Caption = "Each mode's headline dataplane count right after its first sync (iptables nat rules, nftables rules, IPVS real servers), " +
-			"counted from the saved dumps, at each size of group " + sw.Group + ", log-log axes. Counts do not depend on where the node ran, " +
-			"so VM modes (marked [VM]) share these axes. Slopes fitted by " + sw.FitMethod
+			"counted from the saved dumps, at each size of group " + sw.Group + ", log-log axes. Slopes fitted by " + sw.FitMethod
+		for _, sm := range sw.Modes {
+			if sm.Kernel == "vm" {
+				c.Caption += " Counts do not depend on where the node ran, so modes that ran in a VM (marked [VM]) share these axes."
+				break
+			}
+		}
 		charts = append(charts, *c)
 	}
 	return charts, nil

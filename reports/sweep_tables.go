@@ -3,6 +3,7 @@ package reports
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 )
 
@@ -15,7 +16,7 @@ func sweepTables(r *Result) []reportTable {
 	}
 	points := reportTable{
 		Title:  fmt.Sprintf("Sweep: cost by size of group %s", sw.Group),
-		Header: []string{"mode", "count", "services", "endpoints", "where", "first sync", "rules after first sync", "peak rss"},
+		Header: []string{"mode", "count", "services", "endpoints", "where", "first sync", "local slope", "rules after first sync", "peak rss"},
 	}
 	fits := reportTable{
 		Title:  "Sweep: growth exponents",
@@ -25,7 +26,17 @@ func sweepTables(r *Result) []reportTable {
 	for i := range sw.Modes {
 		sm := &sw.Modes[i]
 		kind := sm.HeadlineRuleKind()
-		for _, p := range sm.Points {
+		var prev *SweepPoint
+		for i, p := range sm.Points {
+			// The slope from the previous size: where a single exponent
+			// hides a knee, this shows it.
+			local := "-"
+			if prev != nil && prev.FirstSyncSeconds > 0 && p.FirstSyncSeconds > 0 && p.Services > prev.Services && prev.Services > 0 {
+				local = fmt.Sprintf("%.2f", math.Log(p.FirstSyncSeconds/prev.FirstSyncSeconds)/math.Log(float64(p.Services)/float64(prev.Services)))
+			}
+			if p.Error == "" {
+				prev = &sm.Points[i]
+			}
 			first := seconds(p.FirstSyncSeconds)
 			if p.Placement == "vm" {
 				vm = true
@@ -44,10 +55,10 @@ func sweepTables(r *Result) []reportTable {
 				points.Notes = append(points.Notes, fmt.Sprintf("%s failed: %s", p.Run, p.Error))
 			}
 			points.Rows = append(points.Rows, []string{label, fmt.Sprint(p.Count), fmt.Sprint(p.Services), fmt.Sprint(p.Endpoints),
-				p.Placement, first, rules, fmt.Sprintf("%d MB", p.PeakRSSBytes>>20)})
+				p.Placement, first, local, rules, fmt.Sprintf("%d MB", p.PeakRSSBytes>>20)})
 		}
 		for _, sk := range sm.Skipped {
-			points.Rows = append(points.Rows, []string{sm.Name, fmt.Sprint(sk.Count), "", "", "", "skipped: " + sk.Reason, "", ""})
+			points.Rows = append(points.Rows, []string{sm.Name, fmt.Sprint(sk.Count), "", "", "", "skipped: " + sk.Reason, "", "", ""})
 		}
 		for _, f := range sm.Fits {
 			metric := f.Metric
@@ -64,6 +75,7 @@ func sweepTables(r *Result) []reportTable {
 				fmt.Sprintf("%.2f", f.Exponent), fmt.Sprintf("%.3f", f.RSquared), fmt.Sprint(f.Points)})
 		}
 	}
+	points.Notes = append(points.Notes, "local slope: ln(first sync / the previous size's) / ln(services / the previous size's), the growth exponent between two sizes.")
 	fits.Notes = append(fits.Notes, "Exponent b of metric ∝ services^b: "+sw.FitMethod)
 	if vm {
 		note := "Timings marked VM ran in a qemu VM (software emulation here): they compare only with other VM timings of the same run, never with host rows."
