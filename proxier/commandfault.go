@@ -49,7 +49,7 @@ exec %[2]q "$@"
 // directory under parent (default os.TempDir()) removed when ctx is done.
 // Each wrapper execs the file its name resolves to now: call it after any
 // other PATH change (the iptables backend directory). It returns the
-// directory and, per name, "wrapper -> real program".
+// directory and, per name, the program the wrapper runs.
 func wrapPrograms(ctx context.Context, parent string, names []string) (string, map[string]string, error) {
 	real := map[string]string{}
 	for _, name := range names {
@@ -66,15 +66,12 @@ func wrapPrograms(ctx context.Context, parent string, names []string) (string, m
 	if err != nil {
 		return "", nil, fmt.Errorf("command fault directory: %w", err)
 	}
-	wrapped := map[string]string{}
 	for name, path := range real {
 		script := fmt.Sprintf(wrapperScript, name, path, dir)
-		w := filepath.Join(dir, name)
-		if err := os.WriteFile(w, []byte(script), 0o755); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
 			os.RemoveAll(dir)
 			return "", nil, fmt.Errorf("command fault wrapper: %w", err)
 		}
-		wrapped[name] = w + " -> " + path
 	}
 	if err := os.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH")); err != nil {
 		os.RemoveAll(dir)
@@ -84,7 +81,7 @@ func wrapPrograms(ctx context.Context, parent string, names []string) (string, m
 		<-ctx.Done()
 		os.RemoveAll(dir)
 	}()
-	return dir, wrapped, nil
+	return dir, real, nil
 }
 
 // addFaultWrappers wraps opts.FaultPrograms (if any) and records them in
@@ -93,7 +90,7 @@ func addFaultWrappers(ctx context.Context, opts Options, tools *Tools) error {
 	if len(opts.FaultPrograms) == 0 {
 		return nil
 	}
-	dir, wrapped, err := wrapPrograms(ctx, opts.ToolsDir, opts.FaultPrograms)
+	dir, real, err := wrapPrograms(ctx, opts.ToolsDir, opts.FaultPrograms)
 	if err != nil {
 		return err
 	}
@@ -103,11 +100,11 @@ func addFaultWrappers(ctx context.Context, opts Options, tools *Tools) error {
 			return err
 		}
 	}
-	for name, w := range wrapped {
+	for name, path := range real {
 		if prev, ok := tools.Binaries[name]; ok {
-			w = strings.SplitN(w, " -> ", 2)[0] + " -> " + prev
+			path = prev // already "path -> resolved"
 		}
-		tools.Binaries[name] = w
+		tools.Binaries[name] = filepath.Join(dir, name) + " -> " + path
 	}
 	return nil
 }

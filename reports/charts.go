@@ -80,7 +80,7 @@ func syncChart(r *Result) ([]Chart, error) {
 	p.X.Label.Text = "sync duration (log scale)"
 	p.Y.Label.Text = "share of syncs at or below"
 	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = durationLogTicks{}
+	p.X.Tick.Marker = durationLogTicks
 	p.Y.Min, p.Y.Max = 0, 1
 	p.Legend.Top = false
 	p.Legend.Left = false
@@ -138,7 +138,7 @@ func latencyChart(r *Result) ([]Chart, error) {
 	p.Title.Text = "End-to-end network programming latency"
 	p.Y.Label.Text = "API write to dataplane (log scale)"
 	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = durationLogTicks{}
+	p.Y.Tick.Marker = durationLogTicks
 	var names []string
 	total := 0
 	for _, m := range measured(r) {
@@ -407,11 +407,14 @@ func renderSVG(p *plot.Plot, w, h vg.Length) ([]byte, error) {
 	return out, nil
 }
 
-// durationLogTicks marks a log axis of seconds at 1, 2 and 5 of every
-// decade, labelled as durations (unlabelled minor ticks at the others).
-type durationLogTicks struct{}
+// logTicks marks a log axis at 1, 2 and 5 of every decade, labelled by
+// label (unlabelled minor ticks at the others).
+type logTicks struct{ label func(float64) string }
 
-func (durationLogTicks) Ticks(lo, hi float64) []plot.Tick {
+// durationLogTicks marks a log axis of seconds, labelled as durations.
+var durationLogTicks = logTicks{label: seconds}
+
+func (l logTicks) Ticks(lo, hi float64) []plot.Tick {
 	if lo <= 0 || hi <= 0 || hi < lo {
 		return nil
 	}
@@ -425,7 +428,7 @@ func (durationLogTicks) Ticks(lo, hi float64) []plot.Tick {
 			}
 			t := plot.Tick{Value: v}
 			if m == 1 || m == 2 || m == 5 {
-				t.Label = seconds(v)
+				t.Label = l.label(v)
 				labelled++
 			}
 			ticks = append(ticks, t)
@@ -435,10 +438,10 @@ func (durationLogTicks) Ticks(lo, hi float64) []plot.Tick {
 		// A narrow range: label every tick, or the bounds when no tick
 		// falls inside.
 		for i := range ticks {
-			ticks[i].Label = seconds(ticks[i].Value)
+			ticks[i].Label = l.label(ticks[i].Value)
 		}
 		if len(ticks) < 2 {
-			ticks = []plot.Tick{{Value: lo, Label: seconds(lo)}, {Value: hi, Label: seconds(hi)}}
+			ticks = []plot.Tick{{Value: lo, Label: l.label(lo)}, {Value: hi, Label: l.label(hi)}}
 		}
 	}
 	return ticks

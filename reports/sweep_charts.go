@@ -27,7 +27,7 @@ func sweepCharts(r *Result) ([]Chart, error) {
 			metric: func(*SweepMode) string { return SweepFirstSync },
 			value:  func(p SweepPoint, _ string) float64 { return p.FirstSyncSeconds },
 			yLabel: "first sync (log scale)",
-			yTicks: durationLogTicks{},
+			yTicks: durationLogTicks,
 		})
 		if err != nil || c == nil {
 			if err != nil {
@@ -52,7 +52,7 @@ func sweepCharts(r *Result) ([]Chart, error) {
 		},
 		label:  func(sm *SweepMode) string { return sm.HeadlineRuleKind() },
 		yLabel: "rules after the first sync (log scale)",
-		yTicks: countLogTicks{},
+		yTicks: countLogTicks,
 	})
 	if err != nil {
 		return nil, err
@@ -89,7 +89,7 @@ func sweepChart(sw *SweepResult, s sweepSeries) (*Chart, error) {
 	p.X.Label.Text = "Services (log scale)"
 	p.Y.Label.Text = s.yLabel
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-	p.X.Tick.Marker, p.Y.Tick.Marker = countLogTicks{}, s.yTicks
+	p.X.Tick.Marker, p.Y.Tick.Marker = countLogTicks, s.yTicks
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Legend.XOffs = vg.Points(8)
@@ -152,40 +152,8 @@ func sweepChart(sw *SweepResult, s sweepSeries) (*Chart, error) {
 	return &Chart{SVG: svg, Small: true}, nil
 }
 
-// countLogTicks marks a log axis of counts at 1, 2 and 5 of every decade
-// (unlabelled minor ticks at the others), labelled 500, 2k, 10k.
-type countLogTicks struct{}
-
-func (countLogTicks) Ticks(lo, hi float64) []plot.Tick {
-	if lo <= 0 || hi <= 0 || hi < lo {
-		return nil
-	}
-	var ticks []plot.Tick
-	labelled := 0
-	for d := math.Floor(math.Log10(lo)); d <= math.Ceil(math.Log10(hi)); d++ {
-		for m := 1; m <= 9; m++ {
-			v := float64(m) * math.Pow(10, d)
-			if v < lo*(1-1e-9) || v > hi*(1+1e-9) {
-				continue
-			}
-			t := plot.Tick{Value: v}
-			if m == 1 || m == 2 || m == 5 {
-				t.Label = shortCount(v)
-				labelled++
-			}
-			ticks = append(ticks, t)
-		}
-	}
-	if labelled < 2 {
-		for i := range ticks {
-			ticks[i].Label = shortCount(ticks[i].Value)
-		}
-		if len(ticks) < 2 {
-			ticks = []plot.Tick{{Value: lo, Label: shortCount(lo)}, {Value: hi, Label: shortCount(hi)}}
-		}
-	}
-	return ticks
-}
+// countLogTicks marks a log axis of counts, labelled 500, 2k, 10k.
+var countLogTicks = logTicks{label: shortCount}
 
 // shortCount writes 1500 as 1.5k and 2000000 as 2M.
 func shortCount(v float64) string {

@@ -101,6 +101,13 @@ func (n *node) runOracle(ctx context.Context, data []byte) error {
 	return err
 }
 
+// unreachableChains, per normalized dump kind, drops the chains no packet
+// can reach and returns them.
+var unreachableChains = map[string]func(string) (string, []string){
+	"iptables": rules.ReachableIPTables,
+	"nft":      rules.StaleNFTChains,
+}
+
 // compareOracle diffs the main node's final normalized dataplane with the
 // oracle's.
 func compareOracle(dir string, m scenarios.ModeSpec) reports.Oracle {
@@ -126,14 +133,15 @@ func compareOracle(dir string, m scenarios.ModeSpec) reports.Oracle {
 		if err != nil {
 			return reports.Oracle{Error: err.Error(), Files: o.Files}
 		}
-		if kind == "iptables" {
-			// Compare what packets can reach; chains nothing jumps to
-			// (left by partial syncs) are reported, not compared.
+		// Compare what packets can reach: iptables chains nothing jumps
+		// to (left by partial syncs) and nftables chains kube-proxy
+		// flushed and deletes a second later are reported, not compared.
+		// Those unreachable in the fresh dataplane too (iptables'
+		// canaries) are by design; the leftovers are the rest.
+		if prune := unreachableChains[kind]; prune != nil {
 			var left, inFresh []string
-			got, left = rules.ReachableIPTables(got)
-			want, inFresh = rules.ReachableIPTables(want)
-			// Chains unreachable in both (kube-proxy's canaries) are by
-			// design; the leftovers are the rest.
+			got, left = prune(got)
+			want, inFresh = prune(want)
 			for _, c := range left {
 				if !slices.Contains(inFresh, c) {
 					o.Unreachable++
@@ -143,21 +151,6 @@ func compareOracle(dir string, m scenarios.ModeSpec) reports.Oracle {
 				}
 			}
 			o.UnreachableInFresh = len(inFresh)
-		}
-		if kind == "nft" {
-			// Chains kube-proxy flushed and deletes in a later sync (at
-			// least a second on): empty, unreachable, reported.
-			var left, inFresh []string
-			got, left = rules.StaleNFTChains(got)
-			want, inFresh = rules.StaleNFTChains(want)
-			for _, c := range left {
-				if !slices.Contains(inFresh, c) {
-					o.Unreachable++
-					if len(o.UnreachableSample) < 5 {
-						o.UnreachableSample = append(o.UnreachableSample, c)
-					}
-				}
-			}
 		}
 		if kind == "ipvs" {
 			// IPVS mode keeps removed real servers at weight 0 until
