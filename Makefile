@@ -22,7 +22,7 @@ RUN_FLAGS ?=
 
 IS_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 
-.PHONY: all build test test-unit test-privileged test-faults scale-test smoke soak report readme-excerpt clean deps go-deps lint fuzz pin
+.PHONY: all build test test-unit test-privileged test-faults test-under-load scale-test smoke soak report readme-excerpt clean deps go-deps lint fuzz pin
 
 all: build
 
@@ -59,6 +59,21 @@ test-privileged: deps
 test-faults: deps
 	@[ "$(IS_ROOT)" = yes ] || { echo "test-faults needs root: sudo make test-faults"; exit 3; }
 	$(GO) test -count=1 -timeout 10m -run '^TestPrivilegedKill' -v ./netns ./cmd/kpsim
+
+# test-under-load: scenarios/policies.yaml with iptables and nftables RUNS
+# times in a row (default 20) while a busy loop keeps one core busy, the
+# load under which kube-proxy's first sync can come before it has the
+# node's topology labels. Every run must pass (root).
+RUNS ?= 20
+test-under-load: deps build
+	@[ "$(IS_ROOT)" = yes ] || { echo "test-under-load needs root: sudo make test-under-load"; exit 3; }
+	@mkdir -p results; bash -c 'while :; do :; done' & hog=$$!; trap "kill $$hog" EXIT; \
+	failed=0; for i in $$(seq 1 $(RUNS)); do \
+		if ./$(BIN) run scenarios/policies.yaml --modes iptables,nftables --out results/under-load-$$i > results/under-load-$$i.log 2>&1; \
+		then echo "run $$i of $(RUNS): passed"; \
+		else echo "run $$i of $(RUNS): FAILED (results/under-load-$$i.log)"; failed=$$((failed + 1)); fi; \
+	done; \
+	echo "$$(( $(RUNS) - failed )) passed, $$failed failed"; [ $$failed = 0 ]
 
 scale-test: deps build
 	./$(BIN) run scenarios/2000x10.yaml $(RUN_FLAGS)

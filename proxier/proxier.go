@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -76,6 +77,10 @@ type Options struct {
 	// FaultsArmed are failures of FaultPrograms armed before the proxier
 	// is built (so they meet its first syncs), per program.
 	FaultsArmed map[string]int
+
+	// topologyDelay holds the node's topology labels back from the
+	// proxier (tests: the startup race of a loaded machine, every time).
+	topologyDelay time.Duration
 }
 
 // Proxier is a running upstream proxier with its informers and its sync
@@ -92,6 +97,13 @@ type Proxier struct {
 	calls *kernelCalls
 	// faultPrograms are the wrapped programs.
 	faultPrograms []string
+	// inputs records the topology labels and ServiceCIDRs the proxier
+	// was handed (inputs.go); client and nodeName are where WaitForAPI
+	// reads what it should have been handed.
+	inputs     *inputs
+	client     kubernetes.Interface
+	nodeName   string
+	watchCIDRs bool
 }
 
 // Tools says which dataplane programs the proxier runs.
@@ -161,7 +173,9 @@ func Start(ctx context.Context, opts Options) (*Proxier, error) {
 	metrics.RegisterMetrics(cfg.Mode)
 	startedMode = opts.Mode
 
-	p := &Proxier{mode: opts.Mode, faultPrograms: slices.Clone(opts.FaultPrograms)}
+	p := &Proxier{mode: opts.Mode, faultPrograms: slices.Clone(opts.FaultPrograms),
+		inputs: newInputs(), client: opts.Client, nodeName: opts.NodeName,
+		watchCIDRs: utilfeature.DefaultFeatureGate.Enabled(features.MultiCIDRServiceAllocator)}
 	// Events go nowhere: a FakeRecorder with a nil channel drops them.
 	recorder := &events.FakeRecorder{}
 	// server.go line ~246: kube-proxy always has a health server. It is
@@ -188,7 +202,11 @@ func Start(ctx context.Context, opts Options) (*Proxier, error) {
 	p.rec = newRecorder(defaultGather, v1.IPv4Protocol)
 	p.rec.allFull = opts.Mode == ModeIPVS
 	p.rec.start(ctx)
-	if err := wireInformers(ctx, cfg, opts.Client, p.provider, nodeManager); err != nil {
+	handlers := observedHandlers{
+		topology: topologyObserver{next: p.provider, in: p.inputs, delay: opts.topologyDelay},
+		cidrs:    serviceCIDRObserver{next: p.provider, in: p.inputs},
+	}
+	if err := wireInformers(ctx, cfg, opts.Client, p.provider, handlers, nodeManager); err != nil {
 		return nil, err
 	}
 	// server.go line ~641.
@@ -244,9 +262,17 @@ func (opts Options) config() (*kubeproxyconfig.KubeProxyConfiguration, error) {
 	return cfg, nil
 }
 
+// observedHandlers stand between two of kube-proxy's configs and the
+// proxier: they pass every call through and record it (inputs.go).
+type observedHandlers struct {
+	topology config.NodeTopologyHandler
+	cidrs    config.ServiceCIDRHandler
+}
+
 // wireInformers mirrors ProxyServer.Run in cmd/kube-proxy/app/server.go
 // (v1.37.1, lines ~564-641). Differences: the informers stop with ctx
-// instead of wait.NeverStop, and no healthz or metrics server is served.
+// instead of wait.NeverStop, no healthz or metrics server is served, and
+// the topology and ServiceCIDR handlers are observed (observedHandlers).
 //
 // The fake clientset applies label selectors on List but no selector on
 // Watch, and no field selector at all: Services labelled
@@ -254,7 +280,7 @@ func (opts Options) config() (*kubeproxyconfig.KubeProxyConfiguration, error) {
 // reach the proxier through watch events (kube-proxy's own handling of
 // headless Services then ignores them). Scenarios should not rely on those
 // filters.
-func wireInformers(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguration, client kubernetes.Interface, provider proxy.Provider, nodeManager *proxy.NodeManager) error {
+func wireInformers(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguration, client kubernetes.Interface, provider proxy.Provider, observed observedHandlers, nodeManager *proxy.NodeManager) error {
 	noProxyName, err := labels.NewRequirement(apis.LabelServiceProxyName, selection.DoesNotExist, nil)
 	if err != nil {
 		return err
@@ -299,7 +325,7 @@ func wireInformers(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfigurat
 
 	if utilfeature.DefaultFeatureGate.Enabled(features.MultiCIDRServiceAllocator) {
 		serviceCIDRConfig := config.NewServiceCIDRConfig(ctx, informerFactory.Networking().V1().ServiceCIDRs(), resync)
-		serviceCIDRConfig.RegisterEventHandler(provider)
+		serviceCIDRConfig.RegisterEventHandler(observed.cidrs)
 		go serviceCIDRConfig.Run(ctx.Done())
 	}
 	informerFactory.Start(ctx.Done())
@@ -309,7 +335,7 @@ func wireInformers(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfigurat
 	nodeConfig := config.NewNodeConfig(ctx, nodeManager.NodeInformer(), resync)
 	nodeConfig.RegisterEventHandler(nodeManager)
 	nodeTopologyConfig := config.NewNodeTopologyConfig(ctx, nodeManager.NodeInformer(), resync)
-	nodeTopologyConfig.RegisterEventHandler(provider)
+	nodeTopologyConfig.RegisterEventHandler(observed.topology)
 	go nodeConfig.Run(ctx.Done())
 	return nil
 }

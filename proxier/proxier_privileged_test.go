@@ -76,6 +76,19 @@ func testSlice(svc int, eps []netip.Addr) *discoveryv1.EndpointSlice {
 	return s
 }
 
+// testService is the ClusterIP Service svc<i>.
+func testService(i int) *v1.Service {
+	ip := testClusterIP(i)
+	return &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc%d", i), Namespace: "default"},
+		Spec: v1.ServiceSpec{
+			Type: v1.ServiceTypeClusterIP, ClusterIP: ip.String(), ClusterIPs: []string{ip.String()},
+			IPFamilies: []v1.IPFamily{v1.IPv4Protocol},
+			Ports:      []v1.ServicePort{{Name: "http", Port: testPort, TargetPort: intstr.FromInt32(testTargetPort), Protocol: v1.ProtocolTCP}},
+		},
+	}
+}
+
 // testObjects is the initial API state: the node, Services and slices.
 func testObjects(nodeIP netip.Addr) ([]runtime.Object, map[netip.Addr][]netip.Addr) {
 	objs := []runtime.Object{&v1.Node{
@@ -85,14 +98,7 @@ func testObjects(nodeIP netip.Addr) ([]runtime.Object, map[netip.Addr][]netip.Ad
 	eps := map[netip.Addr][]netip.Addr{}
 	for i := range testServices {
 		ip := testClusterIP(i)
-		objs = append(objs, &v1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc%d", i), Namespace: "default"},
-			Spec: v1.ServiceSpec{
-				Type: v1.ServiceTypeClusterIP, ClusterIP: ip.String(), ClusterIPs: []string{ip.String()},
-				IPFamilies: []v1.IPFamily{v1.IPv4Protocol},
-				Ports:      []v1.ServicePort{{Name: "http", Port: testPort, TargetPort: intstr.FromInt32(testTargetPort), Protocol: v1.ProtocolTCP}},
-			},
-		})
+		objs = append(objs, testService(i))
 		for j := range testEndpoints {
 			eps[ip] = append(eps[ip], testEndpoint(i, j))
 		}

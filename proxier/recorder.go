@@ -299,7 +299,7 @@ func (p *Proxier) Totals() Totals {
 // the next sync, at the latest kube-proxy's periodic one (SyncPeriod). It
 // never returns early.
 func (p *Proxier) WaitForSync(ctx context.Context, after time.Time) (Sync, error) {
-	return p.rec.waitFor(ctx, after)
+	return p.rec.waitFor(ctx, after, time.Time{})
 }
 
 func (r *recorder) Syncs() []Sync {
@@ -308,10 +308,13 @@ func (r *recorder) Syncs() []Sync {
 	return append([]Sync(nil), r.syncs...)
 }
 
-func (r *recorder) waitFor(ctx context.Context, after time.Time) (Sync, error) {
+// waitFor implements WaitForSync; a sync it returns also began after floor,
+// even when nothing was queued since (the proxier was handed something
+// outside the last-queued gauge at floor).
+func (r *recorder) waitFor(ctx context.Context, after, floor time.Time) (Sync, error) {
 	for {
 		r.mu.Lock()
-		if n := len(r.syncs); n > 0 && r.syncs[n-1].Succeeded && r.syncs[n-1].Start.After(r.seen.LastQueued) {
+		if n := len(r.syncs); n > 0 && r.syncs[n-1].Succeeded && r.syncs[n-1].Start.After(r.seen.LastQueued) && r.syncs[n-1].Start.After(floor) {
 			s := r.syncs[n-1]
 			r.mu.Unlock()
 			return s, nil
@@ -319,7 +322,7 @@ func (r *recorder) waitFor(ctx context.Context, after time.Time) (Sync, error) {
 		for i := len(r.syncs) - 1; i >= 0; i-- {
 			// A failed sync (an injected restore failure) programmed
 			// nothing: kube-proxy retries, and the wait goes on.
-			if r.syncs[i].Succeeded && r.syncs[i].Start.After(after) {
+			if r.syncs[i].Succeeded && r.syncs[i].Start.After(after) && r.syncs[i].Start.After(floor) {
 				s := r.syncs[i]
 				r.mu.Unlock()
 				return s, nil

@@ -87,13 +87,13 @@ func TestRecorderSyncs(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	s, err := r.waitFor(ctx, ms(-300))
+	s, err := r.waitFor(ctx, ms(-300), time.Time{})
 	if err != nil || s.Merged != 2 {
 		t.Errorf("waitFor(a time before the second sync's start) = %+v, %v; want the second sync", s, err)
 	}
 	short, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel2()
-	if _, err := r.waitFor(short, ms(10)); err == nil {
+	if _, err := r.waitFor(short, ms(10), time.Time{}); err == nil {
 		t.Error("waitFor(after every sync) returned without a new sync")
 	}
 
@@ -107,7 +107,7 @@ func TestRecorderSyncs(t *testing.T) {
 	}
 	short3, cancel3 := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel3()
-	if s, err := r.waitFor(short3, ms(5).Add(-240*time.Millisecond)); err == nil {
+	if s, err := r.waitFor(short3, ms(5).Add(-240*time.Millisecond), time.Time{}); err == nil {
 		t.Errorf("waitFor returned %+v: a failed sync ended the wait", s)
 	}
 }
@@ -149,12 +149,12 @@ func TestRecorderGauges(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if _, err := r.waitFor(ctx, time.Unix(2000, 0)); err != nil {
+	if _, err := r.waitFor(ctx, time.Unix(2000, 0), time.Time{}); err != nil {
 		t.Errorf("waitFor with nothing queued since the last sync: %v", err)
 	}
 	h[metricLastQueued] = [2]float64{1000.8} // a change queued after the sync began
 	r.poll()
-	if _, err := r.waitFor(ctx, time.Unix(2000, 0)); err == nil {
+	if _, err := r.waitFor(ctx, time.Unix(2000, 0), time.Time{}); err == nil {
 		t.Error("waitFor returned although a change is queued and unsynced")
 	}
 }

@@ -157,6 +157,7 @@ func syncTable(r *Result) reportTable {
 		}
 	}
 	t.Notes = append(t.Notes, vmNotes(r)...)
+	t.Notes = append(t.Notes, startupNotes(r)...)
 	return t
 }
 

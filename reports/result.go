@@ -101,6 +101,9 @@ type ModeResult struct {
 	// KubeProxyTotals are kube-proxy's own histogram counts and sums at
 	// the end, against which Syncs can be checked.
 	KubeProxyTotals Totals `json:"kubeProxyTotals"`
+	// Startup is when the proxier was handed the node's topology labels
+	// and the ServiceCIDRs (see Startup).
+	Startup *Startup `json:"startup,omitempty"`
 	// Faults are the injected faults and what they did; WriteRetries
 	// counts churn writes retried after an injected API error.
 	Faults       []FaultResult `json:"faults,omitempty"`

@@ -99,7 +99,7 @@ func WriteSummary(w io.Writer, r *Result) error {
 			fmt.Fprintf(w, "%s memory: %s\n", r.Modes[i].Name, t)
 		}
 	}
-	for _, n := range vmNotes(r) {
+	for _, n := range append(vmNotes(r), startupNotes(r)...) {
 		fmt.Fprintln(w, wrap(n, 108, "  "))
 	}
 	if r.Host.Checked && !r.Host.Unchanged {

@@ -266,8 +266,9 @@ func (n *node) step(ctx context.Context, i int, st scenarios.Step, sr *reports.S
 
 // waitSynced waits until the proxier has programmed the API state as of
 // the last write: kube-proxy has queued a sync for it (its
-// last-queued gauge passed the write), and a successful sync started
-// after the last queued change.
+// last-queued gauge passed the write), it has the Node's topology labels
+// and the ServiceCIDRs, and a successful sync started after all of these
+// (proxier.WaitForAPI).
 func (n *node) waitSynced(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -285,7 +286,7 @@ func (n *node) waitSynced(ctx context.Context, timeout time.Duration) error {
 			}
 		}
 	}
-	if _, err := n.proxier.WaitForSync(ctx, n.lastWrite); err != nil {
+	if _, err := n.proxier.WaitForAPI(ctx, n.lastWrite); err != nil {
 		return fmt.Errorf("waiting for the proxier to sync (timeout %s): %w", timeout, err)
 	}
 	return nil
@@ -460,6 +461,10 @@ func (n *node) finish(ctx context.Context, clean bool) {
 				cs.Errors++
 			}
 			n.res.KernelCalls[c.Method] = cs
+		}
+		if in := n.proxier.Inputs(); !in.TopologyAt.IsZero() || !in.ServiceCIDRsAt.IsZero() {
+			n.res.Startup = &reports.Startup{TopologyLabels: in.TopologyLabels, TopologyReceived: in.TopologyAt,
+				ServiceCIDRs: in.ServiceCIDRs, ServiceCIDRsReceived: in.ServiceCIDRsAt}
 		}
 		t := n.proxier.Totals()
 		n.res.KubeProxyTotals = reports.Totals{SyncCount: t.SyncCount, SyncSeconds: t.SyncSeconds, FullCount: t.FullCount, FullSeconds: t.FullSeconds, PartialCount: t.PartialCount, PartialSeconds: t.PartialSeconds,

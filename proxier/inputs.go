@@ -1,0 +1,216 @@
+package proxier
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/kubernetes/pkg/proxy/config"
+)
+
+// kube-proxy's initialization gate (isInitialized in every proxier) waits
+// for the Service and EndpointSlice informers only. The node's topology
+// labels reach the proxier through NodeTopologyConfig, whose handler
+// cmd/kube-proxy registers on the already running Node informer after the
+// other informers start, and the ServiceCIDRs through ServiceCIDRConfig:
+// both arrive asynchronously and may come after the first sync. kube-proxy
+// then syncs again (OnTopologyChange forces a full sync), at the earliest
+// minSyncPeriod after the previous one. Until that sync, topology-aware
+// Services spread over every endpoint.
+//
+// inputs records what those two handlers were given and when, so that a
+// wait for "the API state is programmed" covers them too and a run can
+// report a first sync that ran without them.
+type inputs struct {
+	now func() time.Time
+
+	mu       sync.Mutex
+	received Inputs
+	changed  chan struct{} // closed and replaced on every delivery
+}
+
+// Inputs is what kube-proxy's proxier was handed besides Services and
+// EndpointSlices.
+type Inputs struct {
+	// TopologyLabels are the node's topology labels the proxier last got
+	// (OnTopologyChange); nil before the first call. NodeTopologyConfig
+	// calls it only when the labels differ from none, so a node without a
+	// zone label never gets a call.
+	TopologyLabels map[string]string `json:"topologyLabels,omitempty"`
+	// TopologyAt is when OnTopologyChange returned: a sync that began
+	// later used TopologyLabels.
+	TopologyAt time.Time `json:"topologyAt,omitempty"`
+	// ServiceCIDRs are the CIDRs the proxier last got
+	// (OnServiceCIDRsChanged), sorted; nil before the first call.
+	ServiceCIDRs []string `json:"serviceCIDRs,omitempty"`
+	// ServiceCIDRsAt is when OnServiceCIDRsChanged returned.
+	ServiceCIDRsAt time.Time `json:"serviceCIDRsAt,omitempty"`
+}
+
+func newInputs() *inputs {
+	return &inputs{now: time.Now, changed: make(chan struct{})}
+}
+
+func (in *inputs) snapshot() Inputs {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	r := in.received
+	r.TopologyLabels = maps.Clone(r.TopologyLabels)
+	r.ServiceCIDRs = slices.Clone(r.ServiceCIDRs)
+	return r
+}
+
+func (in *inputs) record(f func(r *Inputs, at time.Time)) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	f(&in.received, in.now())
+	close(in.changed)
+	in.changed = make(chan struct{})
+}
+
+// topologyObserver hands the node's topology labels to the proxier and
+// records them once it has them.
+type topologyObserver struct {
+	next config.NodeTopologyHandler
+	in   *inputs
+	// delay holds a delivery back before the proxier gets it; tests use it
+	// to make the startup race of a loaded machine happen every time.
+	delay time.Duration
+}
+
+func (o topologyObserver) OnTopologyChange(labels map[string]string) {
+	if o.delay > 0 {
+		time.Sleep(o.delay)
+	}
+	o.next.OnTopologyChange(labels)
+	o.in.record(func(r *Inputs, at time.Time) {
+		r.TopologyLabels, r.TopologyAt = maps.Clone(labels), at
+		if r.TopologyLabels == nil {
+			r.TopologyLabels = map[string]string{}
+		}
+	})
+}
+
+// serviceCIDRObserver does the same for the ServiceCIDRs.
+type serviceCIDRObserver struct {
+	next config.ServiceCIDRHandler
+	in   *inputs
+}
+
+func (o serviceCIDRObserver) OnServiceCIDRsChanged(cidrs []string) {
+	o.next.OnServiceCIDRsChanged(cidrs)
+	o.in.record(func(r *Inputs, at time.Time) {
+		r.ServiceCIDRs, r.ServiceCIDRsAt = sorted(cidrs), at
+	})
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	if s == nil {
+		s = []string{}
+	}
+	slices.Sort(s)
+	return s
+}
+
+// apiInputs reads what the proxier should be handed from the API: the
+// node's topology labels as NodeTopologyConfig filters them, and every
+// ServiceCIDR's CIDRs (nil when kube-proxy does not watch them).
+func apiInputs(ctx context.Context, client kubernetes.Interface, nodeName string, watchCIDRs bool) (Inputs, error) {
+	var want Inputs
+	node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return want, fmt.Errorf("get node %q: %w", nodeName, err)
+	default:
+		want.TopologyLabels = map[string]string{}
+		if zone, ok := node.Labels[v1.LabelTopologyZone]; ok {
+			want.TopologyLabels[v1.LabelTopologyZone] = zone
+		}
+	}
+	if watchCIDRs {
+		list, err := client.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return want, fmt.Errorf("list ServiceCIDRs: %w", err)
+		}
+		all := sets.New[string]()
+		for _, c := range list.Items {
+			all.Insert(c.Spec.CIDRs...)
+		}
+		want.ServiceCIDRs = sets.List(all)
+	}
+	return want, nil
+}
+
+// has says whether the proxier was handed want. Empty topology labels are
+// the proxier's state before any call, and so are empty ServiceCIDRs.
+func (r Inputs) has(want Inputs) bool {
+	if len(want.TopologyLabels) > 0 || len(r.TopologyLabels) > 0 {
+		if !maps.Equal(r.TopologyLabels, want.TopologyLabels) {
+			return false
+		}
+	}
+	if len(want.ServiceCIDRs) > 0 || len(r.ServiceCIDRs) > 0 {
+		if !slices.Equal(r.ServiceCIDRs, want.ServiceCIDRs) {
+			return false
+		}
+	}
+	return true
+}
+
+// waitFor waits until the proxier was handed want and returns when the
+// last of it arrived (zero when nothing had to arrive).
+func (in *inputs) waitFor(ctx context.Context, want Inputs) (time.Time, error) {
+	for {
+		in.mu.Lock()
+		r, ch := in.received, in.changed
+		in.mu.Unlock()
+		if r.has(want) {
+			at := time.Time{}
+			if len(want.TopologyLabels) > 0 {
+				at = r.TopologyAt
+			}
+			if len(want.ServiceCIDRs) > 0 && r.ServiceCIDRsAt.After(at) {
+				at = r.ServiceCIDRsAt
+			}
+			return at, nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("kube-proxy was handed topology labels %v and ServiceCIDRs %v, the API holds %v and %v: %w",
+				r.TopologyLabels, r.ServiceCIDRs, want.TopologyLabels, want.ServiceCIDRs, ctx.Err())
+		case <-ch:
+		}
+	}
+}
+
+// Inputs returns the topology labels and ServiceCIDRs the proxier was
+// handed, and when.
+func (p *Proxier) Inputs() Inputs { return p.inputs.snapshot() }
+
+// WaitForAPI waits until the proxier has programmed the API state as of
+// after: it was handed the Node's topology labels and the ServiceCIDRs the
+// API holds now, and a sync that began after they arrived and after every
+// change delivered by after has completed (WaitForSync). This is what a
+// sync step waits for: kube-proxy's own first sync may come before the
+// topology labels (see inputs).
+func (p *Proxier) WaitForAPI(ctx context.Context, after time.Time) (Sync, error) {
+	want, err := apiInputs(ctx, p.client, p.nodeName, p.watchCIDRs)
+	if err != nil {
+		return Sync{}, err
+	}
+	floor, err := p.inputs.waitFor(ctx, want)
+	if err != nil {
+		return Sync{}, err
+	}
+	return p.rec.waitFor(ctx, after, floor)
+}

@@ -1,0 +1,82 @@
+package reports
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Startup is what kube-proxy's proxier was handed besides Services and
+// EndpointSlices, and when, against its syncs. kube-proxy's first sync
+// waits for Services and EndpointSlices only: the node's topology labels
+// and the ServiceCIDRs reach the proxier through their own handlers and
+// may come later, and until a sync after them topology-aware Services
+// spread over every zone.
+type Startup struct {
+	// TopologyLabels are the node's topology labels the proxier was
+	// handed; TopologyReceived when (zero: never, as for a node without
+	// a zone label).
+	TopologyLabels   map[string]string `json:"topologyLabels,omitempty"`
+	TopologyReceived time.Time         `json:"topologyReceived,omitempty"`
+	// ServiceCIDRs and ServiceCIDRsReceived: the same for the
+	// ServiceCIDRs.
+	ServiceCIDRs         []string  `json:"serviceCIDRs,omitempty"`
+	ServiceCIDRsReceived time.Time `json:"serviceCIDRsReceived,omitempty"`
+}
+
+// TopologyLate says whether the mode's first successful sync began before
+// the proxier had the node's topology labels, and if so how long after
+// that sync ended the first sync with them ended (ok false: none did).
+func (m *ModeResult) TopologyLate() (late bool, after time.Duration, ok bool) {
+	st := m.Startup
+	if st == nil || st.TopologyReceived.IsZero() || len(st.TopologyLabels) == 0 {
+		return false, 0, false
+	}
+	var first *Sync
+	for i := range m.Syncs {
+		s := &m.Syncs[i]
+		if !s.Succeeded {
+			continue
+		}
+		if first == nil {
+			if !s.Start.Before(st.TopologyReceived) {
+				return false, 0, false
+			}
+			first = s
+			continue
+		}
+		if s.Start.After(st.TopologyReceived) {
+			return true, s.End.Sub(first.End), true
+		}
+	}
+	return first != nil, 0, false
+}
+
+// startupNotes name, per mode, a first sync that ran without the node's
+// topology labels: a finding about kube-proxy's startup, not about kpsim.
+func startupNotes(r *Result) []string {
+	var out []string
+	for i := range r.Modes {
+		m := &r.Modes[i]
+		late, after, ok := m.TopologyLate()
+		if !late {
+			continue
+		}
+		labels := m.Startup.TopologyLabels
+		var kv []string
+		for _, k := range slices.Sorted(maps.Keys(labels)) {
+			kv = append(kv, k+"="+labels[k])
+		}
+		n := fmt.Sprintf("%s: kube-proxy's first sync began before it was handed the node's topology labels (%s), so it programmed topology-aware Services without them;",
+			m.Name, strings.Join(kv, ", "))
+		if ok {
+			n += fmt.Sprintf(" its first sync with them ended %s later. kpsim's sync steps wait for that sync.", seconds(after.Seconds()))
+		} else {
+			n += " no later sync had them."
+		}
+		out = append(out, n)
+	}
+	return out
+}

@@ -1,0 +1,48 @@
+package reports
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTopologyLate(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	zone := map[string]string{"topology.kubernetes.io/zone": "zone-a"}
+	cases := []struct {
+		name      string
+		startup   *Startup
+		syncs     []Sync
+		late, ok  bool
+		afterWant time.Duration
+	}{
+		{name: "no startup record", syncs: []Sync{{Start: at(0), End: at(100), Succeeded: true}}},
+		{name: "node without zone", startup: &Startup{}, syncs: []Sync{{Start: at(0), End: at(100), Succeeded: true}}},
+		{name: "zone before first sync", startup: &Startup{TopologyLabels: zone, TopologyReceived: at(-5)},
+			syncs: []Sync{{Start: at(0), End: at(100), Succeeded: true}}},
+		{name: "zone during first sync, repaired", startup: &Startup{TopologyLabels: zone, TopologyReceived: at(50)},
+			syncs: []Sync{{Start: at(0), End: at(100), Succeeded: true}, {Start: at(1000), End: at(1080), Succeeded: true}},
+			late:  true, ok: true, afterWant: 980 * time.Millisecond},
+		{name: "failed sync before zone is not the first", startup: &Startup{TopologyLabels: zone, TopologyReceived: at(50)},
+			syncs: []Sync{{Start: at(0), End: at(20)}, {Start: at(60), End: at(100), Succeeded: true}}},
+		{name: "never repaired", startup: &Startup{TopologyLabels: zone, TopologyReceived: at(150)},
+			syncs: []Sync{{Start: at(0), End: at(100), Succeeded: true}}, late: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := ModeResult{Name: "iptables-legacy", Startup: tc.startup, Syncs: tc.syncs}
+			late, after, ok := m.TopologyLate()
+			if late != tc.late || ok != tc.ok || after != tc.afterWant {
+				t.Errorf("TopologyLate() = %v, %v, %v; want %v, %v, %v", late, after, ok, tc.late, tc.afterWant, tc.ok)
+			}
+			notes := startupNotes(&Result{Modes: []ModeResult{m}})
+			if (len(notes) > 0) != tc.late {
+				t.Fatalf("startupNotes = %q, want a note: %v", notes, tc.late)
+			}
+			if tc.late && !strings.Contains(notes[0], "zone=zone-a") {
+				t.Errorf("note %q does not name the labels", notes[0])
+			}
+		})
+	}
+}
