@@ -167,26 +167,19 @@ func (r Inputs) has(want Inputs) bool {
 	return true
 }
 
-// waitFor waits until the proxier was handed want and returns when the
-// last of it arrived (zero when nothing had to arrive).
-func (in *inputs) waitFor(ctx context.Context, want Inputs) (time.Time, error) {
+// waitFor waits until the proxier was handed want and returns what it
+// holds then.
+func (in *inputs) waitFor(ctx context.Context, want Inputs) (Inputs, error) {
 	for {
 		in.mu.Lock()
 		r, ch := in.received, in.changed
 		in.mu.Unlock()
 		if r.has(want) {
-			at := time.Time{}
-			if len(want.TopologyLabels) > 0 {
-				at = r.TopologyAt
-			}
-			if len(want.ServiceCIDRs) > 0 && r.ServiceCIDRsAt.After(at) {
-				at = r.ServiceCIDRsAt
-			}
-			return at, nil
+			return r, nil
 		}
 		select {
 		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("kube-proxy was handed topology labels %v and ServiceCIDRs %v, the API holds %v and %v: %w",
+			return r, fmt.Errorf("kube-proxy was handed topology labels %v and ServiceCIDRs %v, the API holds %v and %v: %w",
 				r.TopologyLabels, r.ServiceCIDRs, want.TopologyLabels, want.ServiceCIDRs, ctx.Err())
 		case <-ch:
 		}
@@ -199,18 +192,32 @@ func (p *Proxier) Inputs() Inputs { return p.inputs.snapshot() }
 
 // WaitForAPI waits until the proxier has programmed the API state as of
 // after: it was handed the Node's topology labels and the ServiceCIDRs the
-// API holds now, and a sync that began after they arrived and after every
-// change delivered by after has completed (WaitForSync). This is what a
-// sync step waits for: kube-proxy's own first sync may come before the
-// topology labels (see inputs).
+// API holds now, and a sync that began after every change delivered by
+// after and after those it programs from has completed (WaitForSync).
+// This is what a sync step waits for: kube-proxy's own first sync may come
+// before the topology labels or the ServiceCIDRs (see inputs).
+//
+// Every mode programs from the topology labels, and OnTopologyChange
+// queues a sync. Only nftables mode programs from the ServiceCIDRs (its
+// "drop traffic to unallocated ClusterIPs" rule), and its
+// OnServiceCIDRsChanged queues no sync: when they came after the first
+// sync, the wait lasts until kube-proxy's next sync for another reason, at
+// the latest its periodic one (syncPeriod).
 func (p *Proxier) WaitForAPI(ctx context.Context, after time.Time) (Sync, error) {
 	want, err := apiInputs(ctx, p.client, p.nodeName, p.watchCIDRs)
 	if err != nil {
 		return Sync{}, err
 	}
-	floor, err := p.inputs.waitFor(ctx, want)
+	got, err := p.inputs.waitFor(ctx, want)
 	if err != nil {
 		return Sync{}, err
+	}
+	var floor time.Time
+	if len(want.TopologyLabels) > 0 {
+		floor = got.TopologyAt
+	}
+	if p.mode == ModeNFTables && len(want.ServiceCIDRs) > 0 && got.ServiceCIDRsAt.After(floor) {
+		floor = got.ServiceCIDRsAt
 	}
 	return p.rec.waitFor(ctx, after, floor)
 }

@@ -31,7 +31,28 @@ type Startup struct {
 // that sync ended the first sync with them ended (ok false: none did).
 func (m *ModeResult) TopologyLate() (late bool, after time.Duration, ok bool) {
 	st := m.Startup
-	if st == nil || st.TopologyReceived.IsZero() || len(st.TopologyLabels) == 0 {
+	if st == nil || len(st.TopologyLabels) == 0 {
+		return false, 0, false
+	}
+	return m.firstSyncBefore(st.TopologyReceived)
+}
+
+// ServiceCIDRsLate is TopologyLate for the ServiceCIDRs, in nftables mode:
+// the only mode that programs from them (a rule that drops traffic to
+// unallocated ClusterIPs), and its handler queues no sync.
+func (m *ModeResult) ServiceCIDRsLate() (late bool, after time.Duration, ok bool) {
+	st := m.Startup
+	if st == nil || m.Mode != "nftables" || len(st.ServiceCIDRs) == 0 {
+		return false, 0, false
+	}
+	return m.firstSyncBefore(st.ServiceCIDRsReceived)
+}
+
+// firstSyncBefore says whether the first successful sync began before
+// received, and if so how long after it ended the first sync that began
+// after received ended (ok false: none did).
+func (m *ModeResult) firstSyncBefore(received time.Time) (late bool, after time.Duration, ok bool) {
+	if received.IsZero() {
 		return false, 0, false
 	}
 	var first *Sync
@@ -41,13 +62,13 @@ func (m *ModeResult) TopologyLate() (late bool, after time.Duration, ok bool) {
 			continue
 		}
 		if first == nil {
-			if !s.Start.Before(st.TopologyReceived) {
+			if !s.Start.Before(received) {
 				return false, 0, false
 			}
 			first = s
 			continue
 		}
-		if s.Start.After(st.TopologyReceived) {
+		if s.Start.After(received) {
 			return true, s.End.Sub(first.End), true
 		}
 	}
@@ -55,28 +76,32 @@ func (m *ModeResult) TopologyLate() (late bool, after time.Duration, ok bool) {
 }
 
 // startupNotes name, per mode, a first sync that ran without the node's
-// topology labels: a finding about kube-proxy's startup, not about kpsim.
+// topology labels or (nftables) the ServiceCIDRs: findings about
+// kube-proxy's startup, not about kpsim.
 func startupNotes(r *Result) []string {
 	var out []string
 	for i := range r.Modes {
 		m := &r.Modes[i]
-		late, after, ok := m.TopologyLate()
-		if !late {
-			continue
+		if late, after, ok := m.TopologyLate(); late {
+			labels := m.Startup.TopologyLabels
+			var kv []string
+			for _, k := range slices.Sorted(maps.Keys(labels)) {
+				kv = append(kv, k+"="+labels[k])
+			}
+			out = append(out, fmt.Sprintf("%s: kube-proxy's first sync began before it was handed the node's topology labels (%s), so it programmed topology-aware Services without them; %s",
+				m.Name, strings.Join(kv, ", "), repairedAfter(after, ok)))
 		}
-		labels := m.Startup.TopologyLabels
-		var kv []string
-		for _, k := range slices.Sorted(maps.Keys(labels)) {
-			kv = append(kv, k+"="+labels[k])
+		if late, after, ok := m.ServiceCIDRsLate(); late {
+			out = append(out, fmt.Sprintf("%s: kube-proxy's first sync began before it was handed the ServiceCIDRs (%s), so it programmed no rule dropping traffic to unallocated ClusterIPs, and its ServiceCIDR handler queues no sync; %s",
+				m.Name, strings.Join(m.Startup.ServiceCIDRs, ", "), repairedAfter(after, ok)))
 		}
-		n := fmt.Sprintf("%s: kube-proxy's first sync began before it was handed the node's topology labels (%s), so it programmed topology-aware Services without them;",
-			m.Name, strings.Join(kv, ", "))
-		if ok {
-			n += fmt.Sprintf(" its first sync with them ended %s later. kpsim's sync steps wait for that sync.", seconds(after.Seconds()))
-		} else {
-			n += " no later sync had them."
-		}
-		out = append(out, n)
 	}
 	return out
+}
+
+func repairedAfter(after time.Duration, ok bool) string {
+	if !ok {
+		return "no later sync had them."
+	}
+	return fmt.Sprintf("its first sync with them ended %s later. kpsim's sync steps wait for that sync.", seconds(after.Seconds()))
 }

@@ -43,6 +43,19 @@ func TestTopologyLate(t *testing.T) {
 			if tc.late && !strings.Contains(notes[0], "zone=zone-a") {
 				t.Errorf("note %q does not name the labels", notes[0])
 			}
+			// The same record for ServiceCIDRs counts in nftables mode only.
+			if tc.startup != nil {
+				cidrs := *tc.startup
+				cidrs.TopologyLabels, cidrs.ServiceCIDRs, cidrs.ServiceCIDRsReceived = nil, []string{"10.96.0.0/16"}, tc.startup.TopologyReceived
+				for _, mode := range []string{"iptables", "nftables"} {
+					m := ModeResult{Name: mode, Mode: mode, Startup: &cidrs, Syncs: tc.syncs}
+					late, after, ok := m.ServiceCIDRsLate()
+					wantLate := tc.late && mode == "nftables"
+					if late != wantLate || (wantLate && (ok != tc.ok || after != tc.afterWant)) {
+						t.Errorf("%s: ServiceCIDRsLate() = %v, %v, %v; want late %v", mode, late, after, ok, wantLate)
+					}
+				}
+			}
 		})
 	}
 }
