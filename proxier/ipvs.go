@@ -19,11 +19,6 @@ import (
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 )
 
-// ModeIPVS is kube-proxy's IPVS mode (deprecated upstream since 1.35, still
-// shipped in 1.37). It needs a kernel with IP_VS, IP_SET and dummy links:
-// not the host here, so it normally runs in a VM node (netns.StartVMNode).
-const ModeIPVS = "ipvs"
-
 // newIPVS builds the IPVS proxier as createProxier in
 // cmd/kube-proxy/app/server_linux.go (v1.37.1, lines ~183-229) does for a
 // single-stack IPv4 node: utilipset.New() and utilipvs.New(), the

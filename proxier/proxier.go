@@ -28,20 +28,6 @@ import (
 	"k8s.io/kubernetes/pkg/proxy/healthcheck"
 	"k8s.io/kubernetes/pkg/proxy/metrics"
 	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
-
-	"github.com/kpsim/kpsim/proxier/rules"
-)
-
-// Modes Start accepts.
-const (
-	ModeIPTables = "iptables"
-	ModeNFTables = "nftables"
-)
-
-// iptables backends (Options.Backend).
-const (
-	BackendLegacy = rules.BackendLegacy
-	BackendNFT    = rules.BackendNFT
 )
 
 // Options configure Start.

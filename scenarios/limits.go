@@ -61,11 +61,7 @@ func (s *Scenario) ProbeLoads(auto func(p *ProbeStep, services, endpoints int) i
 	var out []ProbeLoad
 	for i, st := range s.Spec.Steps {
 		if c := st.Churn; c != nil && c.Action == ChurnCreateServices {
-			k := c.Count
-			if c.Duration != nil {
-				k = int(c.Rate*c.Duration.Seconds() + 0.999999)
-			}
-			grown[c.Group] += k
+			grown[c.Group] += churnMutations(c)
 		}
 		p := st.Probe
 		if p == nil {
@@ -192,38 +188,19 @@ func (v *validator) conntrack(spec *field.Path) field.ErrorList {
 }
 
 // Size is what a scenario's cluster can grow to: what a node's memory
-// scales with.
+// scales with. It is the part of Counts().Peak the memory estimate reads.
 type Size struct {
 	Services int
 	// Endpoints is the endpoint addresses (each group at its largest
-	// endpoints per Service, plus scale-ups).
+	// endpoints per Service, plus scale-ups, plus literal slices).
 	Endpoints int64
 	// EndpointSlices is the slices of the Services (100 endpoints each).
 	EndpointSlices int64
 }
 
-// Size returns what the scenario can grow to (as the capacity check
-// counts it).
+// Size returns what the scenario can grow to (Counts().Peak, as the
+// capacity check counts it).
 func (s *Scenario) Size() Size {
-	v := &validator{s: s}
-	n := v.needs(nil)
-	sz := Size{Services: n.services, Endpoints: n.endpoints}
-	for _, g := range s.Spec.ServiceGroups {
-		per := int64(1)
-		if g.Endpoints != nil && g.Endpoints.Max > 100 {
-			per = int64(g.Endpoints.Max+99) / 100
-		}
-		sz.EndpointSlices += int64(g.Count) * per
-	}
-	// Created Services and literal objects: one slice each.
-	sz.EndpointSlices += int64(n.services - s.groupServices())
-	return sz
-}
-
-func (s *Scenario) groupServices() int {
-	var n int
-	for _, g := range s.Spec.ServiceGroups {
-		n += g.Count
-	}
-	return n
+	p := s.peak()
+	return Size{Services: p.Services, Endpoints: p.Endpoints, EndpointSlices: p.EndpointSlices}
 }

@@ -669,20 +669,21 @@ func (v *validator) sweep(p *field.Path) field.ErrorList {
 // checked at each of its counts: a count that does not fit is named, with
 // the largest count that does.
 func (v *validator) capacity(spec *field.Path) field.ErrorList {
-	errs := v.fit(v.needs(nil)).errors()
+	errs := v.fit(v.s.peak()).errors()
 	sw := v.s.Spec.Sweep
 	if len(errs) > 0 || sw == nil {
 		return errs
 	}
+	at := func(count int) misfits { return v.fit(v.s.resized(sw.Group, count).peak()) }
 	for i, c := range sw.Counts {
-		misfit := v.fit(v.needs(&c))
+		misfit := at(c)
 		if len(misfit) == 0 {
 			continue
 		}
 		lo, hi := 0, c // lo fits, hi does not
 		for hi-lo > 1 {
 			mid := lo + (hi-lo)/2
-			if len(v.fit(v.needs(&mid))) == 0 {
+			if len(at(mid)) == 0 {
 				lo = mid
 			} else {
 				hi = mid
@@ -694,64 +695,17 @@ func (v *validator) capacity(spec *field.Path) field.ErrorList {
 	return errs
 }
 
-// needs is what a scenario takes from the cluster's ranges: Services
-// (ClusterIPs), endpoint addresses, NodePorts and LoadBalancer IPs.
-type needs struct {
-	services, nodePorts, lbs int
-	endpoints                int64
-}
-
-// needs counts what the scenario can grow to, with the sweep group at
-// *sweepCount when it is set (else at its count).
-func (v *validator) needs(sweepCount *int) needs {
-	var n needs
-	sizes := func(g *ServiceGroup, count int) {
-		n.services += count
-		n.endpoints += int64(count) * int64(g.Endpoints.Max)
-		if g.Type != corev1.ServiceTypeClusterIP {
-			n.nodePorts += count * len(g.Ports)
-		}
-		if g.Type == corev1.ServiceTypeLoadBalancer {
-			n.lbs += count
+// resized returns a copy of s with group's count set to count (the copy
+// shares everything but the groups).
+func (s *Scenario) resized(group string, count int) *Scenario {
+	c := *s
+	c.Spec.ServiceGroups = slices.Clone(s.Spec.ServiceGroups)
+	for i := range c.Spec.ServiceGroups {
+		if c.Spec.ServiceGroups[i].Name == group {
+			c.Spec.ServiceGroups[i].Count = count
 		}
 	}
-	for i := range v.s.Spec.ServiceGroups {
-		g := &v.s.Spec.ServiceGroups[i]
-		count := g.Count
-		if sw := v.s.Spec.Sweep; sweepCount != nil && sw != nil && sw.Group == g.Name {
-			count = *sweepCount
-		}
-		sizes(g, count)
-	}
-	for _, st := range v.s.Spec.Steps {
-		c := st.Churn
-		if c == nil {
-			continue
-		}
-		g := v.group(c.Group)
-		k := c.Count
-		if c.Duration != nil {
-			k = int(math.Ceil(c.Rate * c.Duration.Seconds()))
-		}
-		switch c.Action {
-		case ChurnCreateServices:
-			sizes(g, k)
-		case ChurnScaleUp, ChurnRollingUpdate:
-			// A rolling update holds the new address before it frees
-			// the old one, so it may need one more at a time; scale-ups
-			// each keep theirs.
-			if c.Action == ChurnRollingUpdate {
-				k = 1
-			}
-			n.endpoints += int64(k)
-		}
-	}
-	for _, o := range v.s.Spec.Objects {
-		if o.Service != nil {
-			n.services++
-		}
-	}
-	return n
+	return &c
 }
 
 // misfit is one range too small for what a scenario needs.
@@ -771,8 +725,9 @@ func (ms misfits) errors() field.ErrorList {
 	return errs
 }
 
-// fit checks n against the cluster's ranges.
-func (v *validator) fit(n needs) misfits {
+// fit checks n, what the scenario can grow to (Counts().Peak), against
+// the cluster's ranges.
+func (v *validator) fit(n Tally) misfits {
 	var out misfits
 	cl := field.NewPath("spec", "cluster")
 	check := func(path *field.Path, pfx netip.Prefix, reserved int64, need int64, what string) {
@@ -782,12 +737,14 @@ func (v *validator) fit(n needs) misfits {
 		}
 	}
 	// The service CIDR's network address and the "kubernetes" Service's
-	// address are not handed out.
-	check(cl.Child("serviceCIDR"), v.serviceCIDR, 2, int64(n.services), "ClusterIPs")
-	check(cl.Child("podCIDR"), v.podCIDR, ReservedPodAddresses+1, n.endpoints, "endpoint addresses")
-	check(cl.Child("loadBalancerCIDR"), v.lbCIDR, 1, int64(n.lbs), "LoadBalancer IPs")
-	if have := NodePortMax - NodePortMin + 1; n.nodePorts > have {
-		out = append(out, misfit{field.NewPath("spec", "serviceGroups"), n.nodePorts, fmt.Sprintf("NodePort and LoadBalancer Services need %d NodePorts; the range %d-%d holds %d", n.nodePorts, NodePortMin, NodePortMax, have)})
+	// address are not handed out. Headless Services are counted too: it
+	// errs on the safe side, and bounds a group's count before anything
+	// is generated for it.
+	check(cl.Child("serviceCIDR"), v.serviceCIDR, 2, int64(n.Services), "ClusterIPs")
+	check(cl.Child("podCIDR"), v.podCIDR, ReservedPodAddresses+1, n.Endpoints, "endpoint addresses")
+	check(cl.Child("loadBalancerCIDR"), v.lbCIDR, 1, int64(n.LoadBalancerIPs), "LoadBalancer IPs")
+	if have := NodePortMax - NodePortMin + 1; n.NodePorts > have {
+		out = append(out, misfit{field.NewPath("spec", "serviceGroups"), n.NodePorts, fmt.Sprintf("NodePort and LoadBalancer Services need %d NodePorts; the range %d-%d holds %d", n.NodePorts, NodePortMin, NodePortMax, have)})
 	}
 	return out
 }

@@ -80,8 +80,8 @@ func (c *Cluster) NewEngine(opts ...EngineOption) (*Engine, error) {
 	}
 	e := &Engine{
 		c:            c,
-		rng:          newRNG(c.st.seed, "churn"),
-		jitterRNG:    newRNG(c.st.seed, "jitter"),
+		rng:          scenarios.NewRNG(c.st.seed, "churn"),
+		jitterRNG:    scenarios.NewRNG(c.st.seed, "jitter"),
 		backpressure: true,
 		now:          time.Now,
 	}
@@ -417,7 +417,7 @@ func (e *Engine) apply(action string, g *groupState, trigger time.Time) (Mutatio
 		return e.sliceWrite(m, svc, si, VerbUpdate, trigger)
 
 	case scenarios.ChurnCreateServices:
-		n := drawEndpoints(e.rng, *g.spec.Endpoints)
+		n := g.spec.Endpoints.Draw(e.rng)
 		if st.podIPs.Free() < n {
 			return m, nil, st.podIPs.need(n, fmt.Sprintf("the %d endpoints of a new Service of group %s", n, g.spec.Name))
 		}

@@ -4,7 +4,6 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"net/netip"
@@ -23,8 +22,8 @@ import (
 const GroupLabel = "kpsim.dev/group"
 
 // maxEndpointsPerSlice is the EndpointSlice controller's default
-// --max-endpoints-per-slice.
-const maxEndpointsPerSlice = 100
+// --max-endpoints-per-slice (scenarios.Counts counts slices with it).
+const maxEndpointsPerSlice = scenarios.MaxEndpointsPerSlice
 
 // state is the fake cluster's desired state plus everything needed to
 // change it: allocators, placement cursors and per-group bookkeeping. The
@@ -107,7 +106,7 @@ func build(s *scenarios.Scenario) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := st.checkCapacity(plans, pending); err != nil {
+	if err := st.checkCapacity(s.Counts().Generated, pending); err != nil {
 		return nil, err
 	}
 	for _, p := range plans {
@@ -199,10 +198,12 @@ func (st *state) planGroups(groups []scenarios.ServiceGroup) ([]groupPlan, error
 		st.groups = append(st.groups, g)
 		st.byName[spec.Name] = g
 
-		p := groupPlan{g: g, rng: newRNG(st.seed, "group", spec.Name)}
+		// The endpoint counts are the first draws from the group's
+		// stream: scenarios.Counts draws them the same way.
+		p := groupPlan{g: g, rng: scenarios.NewRNG(st.seed, "group", spec.Name)}
 		p.counts = make([]int, spec.Count)
 		for j := range p.counts {
-			p.counts[j] = drawEndpoints(p.rng, *spec.Endpoints)
+			p.counts[j] = spec.Endpoints.Draw(p.rng)
 			p.total += p.counts[j]
 		}
 		plans = append(plans, p)
@@ -243,41 +244,18 @@ func (st *state) resolvePlacement(g *groupState, field string) error {
 	return nil
 }
 
-func drawEndpoints(rng *rand.Rand, r scenarios.IntRange) int {
-	if r.Max <= r.Min {
-		return r.Min
-	}
-	return r.Min + rng.IntN(r.Max-r.Min+1)
-}
-
 // checkCapacity refuses a scenario whose initial objects do not fit its
-// ranges, naming the range, its capacity and the demand.
-func (st *state) checkCapacity(plans []groupPlan, pending *literalPending) error {
-	var clusterIPs, endpoints, lbIPs, nodePorts, services int
-	for _, p := range plans {
-		spec := &p.g.spec
-		services += spec.Count
-		endpoints += p.total
-		if !spec.Headless {
-			clusterIPs += spec.Count
-		}
-		if spec.Type == corev1.ServiceTypeNodePort || spec.Type == corev1.ServiceTypeLoadBalancer {
-			nodePorts += spec.Count * len(spec.Ports)
-		}
-		if spec.Type == corev1.ServiceTypeLoadBalancer {
-			lbIPs += spec.Count
-			if spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
-				nodePorts += spec.Count // health check node ports
-			}
-		}
-	}
-	clusterIPs += len(pending.clusterIPs)
-	lbIPs += len(pending.lbIPs)
-	nodePorts += len(pending.nodePorts)
+// ranges, naming the range, its capacity and the demand: what the groups
+// generate (scenarios.Counts().Generated) and what literal Services left
+// to allocate. What the literal objects set is reserved already.
+func (st *state) checkCapacity(gen scenarios.Tally, pending *literalPending) error {
+	clusterIPs := gen.ClusterIPs + len(pending.clusterIPs)
+	lbIPs := gen.LoadBalancerIPs + len(pending.lbIPs)
+	nodePorts := gen.NodePorts + len(pending.nodePorts)
 	if err := st.svcIPs.need(clusterIPs, fmt.Sprintf("the ClusterIPs of %d Services", clusterIPs)); err != nil {
 		return err
 	}
-	if err := st.podIPs.need(endpoints, fmt.Sprintf("%d endpoints of %d Services", endpoints, services)); err != nil {
+	if err := st.podIPs.need(int(gen.Endpoints), fmt.Sprintf("%d endpoints of %d Services", gen.Endpoints, gen.Services)); err != nil {
 		return err
 	}
 	if err := st.lbIPs.need(lbIPs, fmt.Sprintf("the ingress IPs of %d LoadBalancer Services", lbIPs)); err != nil {
@@ -473,18 +451,6 @@ func apportion(total int, shares []float64) []int {
 		given++
 	}
 	return out
-}
-
-// newRNG returns a generator seeded by the scenario seed and a purpose, so
-// each group and each use draws from its own stream: adding a group does
-// not move the endpoints of another.
-func newRNG(seed int64, parts ...string) *rand.Rand {
-	h := fnv.New64a()
-	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
-	}
-	return rand.New(rand.NewPCG(uint64(seed), h.Sum64()))
 }
 
 // uidFor derives a stable UID so the same scenario gives byte-identical

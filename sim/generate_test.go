@@ -414,3 +414,68 @@ func assertUnique(t testing.TB, c *Cluster) {
 		}
 	}
 }
+
+// TestCountsMatchCluster: scenarios.Counts, which counts without
+// building, agrees with the objects the generator hands kube-proxy,
+// including endpoint counts drawn from ranges and literal objects.
+func TestCountsMatchCluster(t *testing.T) {
+	for _, seed := range []int64{1, 2, 3} {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			s := testScenario(
+				scenarios.ServiceGroup{Name: "ranged", Count: 30, Endpoints: &scenarios.IntRange{Min: 0, Max: 250}},
+				scenarios.ServiceGroup{Name: "hl", Count: 3, Headless: true, Endpoints: &scenarios.IntRange{Min: 1, Max: 3}},
+				scenarios.ServiceGroup{Name: "lb", Count: 4, Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal, Endpoints: fixed(2),
+					Ports: []scenarios.ServicePort{{Name: "a", Port: 80}, {Name: "b", Port: 81}}},
+				scenarios.ServiceGroup{Name: "np", Count: 2, Type: corev1.ServiceTypeNodePort},
+			)
+			s.Spec.Seed = seed
+			port := []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}
+			s.Spec.Objects = []scenarios.Object{
+				{Service: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "pinned"}, Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.2", Type: corev1.ServiceTypeNodePort,
+					Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, NodePort: 31000}}}}},
+				{Service: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "free"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: port}}},
+				{Service: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "none"}, Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}}},
+				{EndpointSlice: &discoveryv1.EndpointSlice{
+					ObjectMeta:  metav1.ObjectMeta{Name: "pinned-x", Namespace: "default"},
+					AddressType: discoveryv1.AddressTypeIPv4,
+					Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.244.0.16"}}, {Addresses: []string{"10.244.0.17"}}},
+				}},
+			}
+			c := newTestCluster(t, s)
+			ctx := context.Background()
+			var got scenarios.Tally
+			svcs, err := c.Clientset.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, svc := range svcs.Items {
+				got.Services++
+				if svc.Spec.ClusterIP != corev1.ClusterIPNone {
+					got.ClusterIPs++
+				}
+				for _, p := range svc.Spec.Ports {
+					if p.NodePort != 0 {
+						got.NodePorts++
+					}
+				}
+				if svc.Spec.HealthCheckNodePort != 0 {
+					got.NodePorts++
+				}
+				got.LoadBalancerIPs += len(svc.Status.LoadBalancer.Ingress)
+			}
+			slices, err := c.Clientset.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, sl := range slices.Items {
+				got.EndpointSlices++
+				for _, ep := range sl.Endpoints {
+					got.Endpoints += int64(len(ep.Addresses))
+				}
+			}
+			if diff := cmp.Diff(got, s.Counts().Start); diff != "" {
+				t.Errorf("Counts().Start differs from the cluster (-cluster +counts):\n%s", diff)
+			}
+		})
+	}
+}
