@@ -193,16 +193,17 @@ func (p *Proxier) Inputs() Inputs { return p.inputs.snapshot() }
 // WaitForAPI waits until the proxier has programmed the API state as of
 // after: it was handed the Node's topology labels and the ServiceCIDRs the
 // API holds now, and a sync that began after every change delivered by
-// after and after those it programs from has completed (WaitForSync).
-// This is what a sync step waits for: kube-proxy's own first sync may come
-// before the topology labels or the ServiceCIDRs (see inputs).
+// after and after the topology labels has completed (WaitForSync). This
+// is what a sync step waits for: kube-proxy's own first sync may come
+// before the topology labels (see inputs); OnTopologyChange queues a full
+// sync, at the earliest minSyncPeriod after the last one.
 //
-// Every mode programs from the topology labels, and OnTopologyChange
-// queues a sync. Only nftables mode programs from the ServiceCIDRs (its
-// "drop traffic to unallocated ClusterIPs" rule), and its
-// OnServiceCIDRsChanged queues no sync: when they came after the first
-// sync, the wait lasts until kube-proxy's next sync for another reason, at
-// the latest its periodic one (syncPeriod).
+// The ServiceCIDRs are waited for but no sync after them: only nftables
+// mode programs from them (its "drop traffic to unallocated ClusterIPs"
+// rule), and its OnServiceCIDRsChanged queues no sync, so when they come
+// after the first sync the rule waits for kube-proxy's next sync for
+// another reason, at the latest its FullSyncPeriod (1 h). The run reports
+// that (reports.ModeResult.ServiceCIDRsLate) instead of waiting an hour.
 func (p *Proxier) WaitForAPI(ctx context.Context, after time.Time) (Sync, error) {
 	want, err := apiInputs(ctx, p.client, p.nodeName, p.watchCIDRs)
 	if err != nil {
@@ -215,9 +216,6 @@ func (p *Proxier) WaitForAPI(ctx context.Context, after time.Time) (Sync, error)
 	var floor time.Time
 	if len(want.TopologyLabels) > 0 {
 		floor = got.TopologyAt
-	}
-	if p.mode == ModeNFTables && len(want.ServiceCIDRs) > 0 && got.ServiceCIDRsAt.After(floor) {
-		floor = got.ServiceCIDRsAt
 	}
 	return p.rec.waitFor(ctx, after, floor)
 }

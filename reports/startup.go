@@ -88,20 +88,25 @@ func startupNotes(r *Result) []string {
 			for _, k := range slices.Sorted(maps.Keys(labels)) {
 				kv = append(kv, k+"="+labels[k])
 			}
-			out = append(out, fmt.Sprintf("%s: kube-proxy's first sync began before it was handed the node's topology labels (%s), so it programmed topology-aware Services without them; %s",
-				m.Name, strings.Join(kv, ", "), repairedAfter(after, ok)))
+			n := fmt.Sprintf("%s: kube-proxy's first sync began before it was handed the node's topology labels (%s), so it programmed topology-aware Services without them; ",
+				m.Name, strings.Join(kv, ", "))
+			if ok {
+				n += fmt.Sprintf("its first sync with them ended %s later. kpsim's sync steps wait for that sync.", seconds(after.Seconds()))
+			} else {
+				n += "no later sync had them."
+			}
+			out = append(out, n)
 		}
 		if late, after, ok := m.ServiceCIDRsLate(); late {
-			out = append(out, fmt.Sprintf("%s: kube-proxy's first sync began before it was handed the ServiceCIDRs (%s), so it programmed no rule dropping traffic to unallocated ClusterIPs, and its ServiceCIDR handler queues no sync; %s",
-				m.Name, strings.Join(m.Startup.ServiceCIDRs, ", "), repairedAfter(after, ok)))
+			n := fmt.Sprintf("%s: kube-proxy's first sync began before it was handed the ServiceCIDRs (%s), so it programmed no rule dropping traffic to unallocated ClusterIPs, and OnServiceCIDRsChanged queues no sync: the rule waits for a sync for another reason, at the latest an hour later (FullSyncPeriod); ",
+				m.Name, strings.Join(m.Startup.ServiceCIDRs, ", "))
+			if ok {
+				n += fmt.Sprintf("here one ended %s after the first.", seconds(after.Seconds()))
+			} else {
+				n += "no later sync in this run had them."
+			}
+			out = append(out, n)
 		}
 	}
 	return out
-}
-
-func repairedAfter(after time.Duration, ok bool) string {
-	if !ok {
-		return "no later sync had them."
-	}
-	return fmt.Sprintf("its first sync with them ended %s later. kpsim's sync steps wait for that sync.", seconds(after.Seconds()))
 }
