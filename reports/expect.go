@@ -151,6 +151,9 @@ func CheckExpectations(s *scenarios.Scenario, r *Result) []Expectation {
 				if o.Draining > 0 {
 					e.Detail = strings.TrimPrefix(e.Detail+"; ", "; ") + fmt.Sprintf("%d IPVS real servers at weight 0 (draining), not compared", o.Draining)
 				}
+				if o.Learned > 0 {
+					e.Detail = strings.TrimPrefix(e.Detail+"; ", "; ") + fmt.Sprintf("%d items of state learned from traffic (affinity entries, connection counts), not compared (e.g. %s)", o.Learned, strings.Join(o.LearnedSample, ", "))
+				}
 			default:
 				e.Got, e.Detail = "different", o.Diff
 			}

@@ -257,6 +257,13 @@ type Oracle struct {
 	Draining           int      `json:"draining,omitempty"`
 	UnreachableSample  []string `json:"unreachableSample,omitempty"`
 	UnreachableInFresh int      `json:"unreachableInFresh,omitempty"`
+	// Learned counts the state in the churned dataplane that packets
+	// wrote, not the proxier (nftables ClientIP affinity-set elements,
+	// IPVS connection counts: rules.Dump Learned, saved as
+	// <mode>.end.<kind>.learned.gz); the normalized dumps leave it out, so
+	// it is not compared. LearnedSample holds up to 5 of its lines.
+	Learned       int      `json:"learned,omitempty"`
+	LearnedSample []string `json:"learnedSample,omitempty"`
 	// Files are the two normalized dumps compared, in the run directory.
 	Files []string `json:"files,omitempty"`
 }

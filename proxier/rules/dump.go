@@ -19,6 +19,9 @@ type Dump interface {
 	// Normalize is a canonical text of the kube-proxy state, equal for two
 	// dataplanes that behave the same (see DiffNormalized).
 	Normalize() string
+	// Learned lists, sorted, the state in the dump that packets wrote and
+	// the proxier did not, which Normalize leaves out (see learned.go).
+	Learned() []string
 	// files are the raw outputs and their file name suffixes.
 	files() []dumpFile
 }
@@ -41,6 +44,7 @@ func (d *NFTablesDump) files() []dumpFile {
 		{".nft.gz", d.Text},
 		{".nft.json.gz", d.JSON},
 		{".nft.normalized.gz", []byte(d.Normalize())},
+		{".nft.learned.gz", learnedText(d.Learned())},
 	}
 }
 
@@ -58,8 +62,11 @@ var (
 //	<name>.nft.json.gz        nft -j list ruleset
 //
 // and next to them the normalized forms (<name>.iptables.normalized.gz,
-// <name>.nft.normalized.gz) and <name>.counts.json, the merged Counts of
-// all dumps. dir is created if missing.
+// <name>.nft.normalized.gz), the state learned from traffic that these
+// leave out (<name>.nft.learned.gz, one Learned line each, empty when
+// there is none; IPVSDump adds <name>.ipvs.learned.gz; read them back with
+// ParseLearned) and <name>.counts.json, the merged Counts of all dumps.
+// dir is created if missing.
 func SaveDumps(dir, name string, dumps ...Dump) error {
 	if name == "" || name != filepath.Base(name) || strings.HasPrefix(name, ".") {
 		return fmt.Errorf("save dumps: bad name %q: want a plain file name prefix", name)

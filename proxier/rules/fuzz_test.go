@@ -117,7 +117,7 @@ func FuzzParseIPTablesSave(f *testing.F) {
 // that minute each, mutants of a few hundred bytes take a moment.
 func nftSeeds(f testing.TB) [][]byte {
 	var seeds [][]byte
-	for _, name := range []string{"kube-proxy-nft.json", "nft-crafted.json", "implied/nft-vmap.json"} {
+	for _, name := range []string{"kube-proxy-nft.json", "nft-crafted.json", "implied/nft-vmap.json", "nft-affinity-end.json"} {
 		var top struct {
 			NFTables []map[string]json.RawMessage `json:"nftables"`
 		}

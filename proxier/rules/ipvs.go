@@ -28,6 +28,7 @@ import (
 //	                         servers with grep -c -- '->' minus the header
 //	<name>.ipset-save.gz     ipset save (grep -c '^add ')
 //	<name>.ipvs.normalized.gz  Normalize's IPVS and ipset part
+//	<name>.ipvs.learned.gz   Learned: connection counts, left out of it
 type IPVSDump struct {
 	// ProcIPVS is /proc/net/ip_vs; IPSetSave is the output of ipset save.
 	ProcIPVS  []byte `json:"-"`
@@ -291,6 +292,7 @@ func (d *IPVSDump) files() []dumpFile {
 		{".ipvsadm.gz", FormatIPVSAdm(version, d.Services)},
 		{".ipset-save.gz", d.IPSetSave},
 		{".ipvs.normalized.gz", []byte(d.normalizeIPVS())},
+		{".ipvs.learned.gz", learnedText(d.Learned())},
 	}, d.IPTables.files()...)
 }
 

@@ -38,6 +38,9 @@ type NFTCounts struct {
 	// part of their rule and not counted.
 	SetElements int `json:"setElements"`
 	MapElements int `json:"mapElements"`
+	// LearnedElements counts the elements of SetElements and MapElements
+	// that packets added (see nftLearnedSet); Normalize leaves them out.
+	LearnedElements int `json:"learnedElements,omitempty"`
 }
 
 // NFTTable counts one table.
@@ -50,6 +53,8 @@ type NFTTable struct {
 	Maps        int    `json:"maps"`
 	SetElements int    `json:"setElements"`
 	MapElements int    `json:"mapElements"`
+	// LearnedElements is as in NFTCounts.
+	LearnedElements int `json:"learnedElements,omitempty"`
 	// ChainRules is the number of rules of each chain.
 	ChainRules map[string]int `json:"chainRules"`
 	// Elements is the number of elements of each named set and map.
@@ -122,8 +127,45 @@ type nftChain struct {
 
 type nftSet struct {
 	isMap bool
-	head  json.RawMessage // the set/map object without handle and elem
-	elems []json.RawMessage
+	// learned: packets add the elements (nftLearnedSet), not the proxier.
+	learned bool
+	head    json.RawMessage // the set/map object without handle and elem
+	elems   []json.RawMessage
+}
+
+// nftLearnedSet says whether the elements of a set or map are state
+// learned from traffic rather than programmed: it is declared with the
+// flags "dynamic" (a set the packet path writes with "update @set" or "add
+// @set"; nft gives the flag to a set such a statement names, as upstream's
+// comment at the declaration notes) and "timeout" (what it learns
+// expires). kube-proxy declares exactly these sets so: the per-endpoint
+// ClientIP session-affinity sets affinity-<hash>-<ns/name/proto/port>__<ip/port>
+// (v1.37.1 pkg/proxy/nftables/proxier.go syncProxyRules, "Generate the
+// per-endpoint affinity sets": Flags DynamicFlag, TimeoutFlag and Timeout
+// StickyMaxAgeSeconds), which the endpoint chain's first rule fills with
+// "update @affinity-... { ip saddr }". It never adds an element to them, so
+// a fresh proxier's are empty and a node's hold the clients it saw.
+//
+// A set that is dynamic without a timeout is not taken as learned: kube-proxy
+// declares none, and its elements staying in the comparison shows them.
+//
+// flags is the set object's "flags": a list of names, or a single name as
+// older nft printed a set with one flag (src/json.c set_print_json).
+func nftLearnedSet(flags json.RawMessage) bool {
+	var names []string
+	if err := json.Unmarshal(flags, &names); err != nil {
+		var one string
+		if json.Unmarshal(flags, &one) != nil {
+			return false
+		}
+		names = []string{one}
+	}
+	dynamic, timeout := false, false
+	for _, n := range names {
+		dynamic = dynamic || n == "dynamic"
+		timeout = timeout || n == "timeout"
+	}
+	return dynamic && timeout
 }
 
 // nftObject holds the fields every table/chain/rule/set object has.
@@ -133,6 +175,8 @@ type nftObject struct {
 	Name   string            `json:"name"`
 	Chain  string            `json:"chain"`
 	Elem   []json.RawMessage `json:"elem"`
+	// Flags are a set's or map's flags (see nftLearnedSet).
+	Flags json.RawMessage `json:"flags"`
 }
 
 func parseNFTJSON(b []byte) (*nftRuleset, error) {
@@ -203,7 +247,7 @@ func parseNFTJSON(b []byte) (*nftRuleset, error) {
 				if t.sets[o.Name] != nil {
 					return nil, fmt.Errorf("nftables[%d]: set or map %s listed twice in table %s %s", i, o.Name, o.Family, o.Table)
 				}
-				s := &nftSet{isMap: kind == "map", head: canonicalJSON(raw, "handle", "elem")}
+				s := &nftSet{isMap: kind == "map", learned: nftLearnedSet(o.Flags), head: canonicalJSON(raw, "handle", "elem")}
 				for _, e := range o.Elem {
 					s.elems = append(s.elems, canonicalJSON(e))
 				}
@@ -307,6 +351,9 @@ func (rs *nftRuleset) counts() NFTCounts {
 		}
 		for name, s := range t.sets {
 			tc.Elements[name] = len(s.elems)
+			if s.learned {
+				tc.LearnedElements += len(s.elems)
+			}
 			if s.isMap {
 				tc.Maps++
 				tc.MapElements += len(s.elems)
@@ -322,6 +369,7 @@ func (rs *nftRuleset) counts() NFTCounts {
 		c.Maps += tc.Maps
 		c.SetElements += tc.SetElements
 		c.MapElements += tc.MapElements
+		c.LearnedElements += tc.LearnedElements
 	}
 	return c
 }
@@ -343,6 +391,9 @@ func (rs *nftRuleset) counts() NFTCounts {
 //     (pkg/proxy/endpointslicecache.go), so index i names the same endpoint
 //     in two proxiers given the same API state; the rule is kept as is.
 //   - Rule handles, set and chain handles and counter values are removed.
+//   - The elements of sets packets fill (nftLearnedSet: the ClientIP
+//     affinity sets) are state learned from traffic: Normalize keeps the
+//     set's declaration and leaves its elements out; Learned lists them.
 //
 // Only the "ip kube-proxy" and "ip6 kube-proxy" tables are normalized.
 var nftKubeProxyTables = []nftKey{{"ip", "kube-proxy"}, {"ip6", "kube-proxy"}}
@@ -350,7 +401,7 @@ var nftKubeProxyTables = []nftKey{{"ip", "kube-proxy"}, {"ip6", "kube-proxy"}}
 // NormalizeNFTJSON returns a canonical text of the kube-proxy tables of
 // "nft -j list ruleset" output (see the order notes above): one line per
 // table, chain header, rule, set or map header and element, in canonical
-// JSON.
+// JSON. Elements learned from traffic are left out (see LearnedNFTJSON).
 func NormalizeNFTJSON(b []byte) (string, error) {
 	rs, err := parseNFTJSON(b)
 	if err != nil {
@@ -381,6 +432,9 @@ func (rs *nftRuleset) normalize() string {
 				kind = "map"
 			}
 			fmt.Fprintf(&b, "%s %s %s\n", kind, name, s.head)
+			if s.learned {
+				continue // listed by learned
+			}
 			elems := make([]string, len(s.elems))
 			for i, e := range s.elems {
 				elems[i] = string(e)
@@ -406,3 +460,45 @@ func sortedKeys[V any](m map[string]V) []string {
 // Normalize returns the canonical text of the kube-proxy tables (see
 // NormalizeNFTJSON), for comparing two dataplanes.
 func (d *NFTablesDump) Normalize() string { return d.rs.normalize() }
+
+// Learned lists the elements of the kube-proxy tables that packets added
+// (see LearnedNFTJSON).
+func (d *NFTablesDump) Learned() []string { return d.rs.learned() }
+
+// LearnedNFTJSON lists the elements of the kube-proxy tables of "nft -j
+// list ruleset" output that packets added (nftLearnedSet), which
+// NormalizeNFTJSON leaves out, sorted, one a line:
+//
+//	<family> <table> <set|map> <name> <element in canonical JSON>
+//	ip kube-proxy set affinity-…__10.244.5.10/8080 {"elem":{"expires":10791,"timeout":10800,"val":"10.180.0.2"}}
+func LearnedNFTJSON(b []byte) ([]string, error) {
+	rs, err := parseNFTJSON(b)
+	if err != nil {
+		return nil, err
+	}
+	return rs.learned(), nil
+}
+
+func (rs *nftRuleset) learned() []string {
+	var out []string
+	for _, k := range nftKubeProxyTables {
+		t := rs.tables[k]
+		if t == nil {
+			continue
+		}
+		for name, s := range t.sets {
+			if !s.learned {
+				continue
+			}
+			kind := "set"
+			if s.isMap {
+				kind = "map"
+			}
+			for _, e := range s.elems {
+				out = append(out, fmt.Sprintf("%s %s %s %s %s", k.family, k.name, kind, name, e))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
