@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -22,48 +22,23 @@ import (
 	"github.com/kpsim/kpsim/sim"
 )
 
-// nodeMainName is the node main that runs one mode of a scenario.
-const nodeMainName = "kpsim-mode"
-
 func init() {
-	netns.RegisterNodeMain(nodeMainName, runModeNode)
+	netns.RegisterNodeMain(MainName, runModeNode)
 }
-
-// nodeInput is what the orchestrator sends a node process.
-type nodeInput struct {
-	ScenarioFile string `json:"scenarioFile"`
-	ScenarioYAML []byte `json:"scenarioYAML"`
-	// Mode is the scenario's mode entry name.
-	Mode string `json:"mode"`
-	// OutDir is the run directory, for dumps.
-	OutDir string `json:"outDir"`
-	// InVM says the node runs in a VM, possibly emulated: probes wait
-	// longer for answers.
-	InVM bool `json:"inVM,omitempty"`
-	// Calibrate, when set, makes this node only measure unit costs with
-	// this iptables backend and return them (the host side of a VM
-	// mode's native estimate).
-	Calibrate string `json:"calibrate,omitempty"`
-	// OracleState, when set, makes this node the after-churn oracle: a
-	// fresh proxier built from this API state (saved by the run's node).
-	OracleState []byte `json:"oracleState,omitempty"`
-}
-
-// Progress events the node emits.
-const (
-	eventStep = "step"
-)
 
 // runModeNode runs inside the node process: the fake cluster, the fake
 // pods, the upstream proxier and the scenario's steps. Whatever happens,
 // it returns a ModeResult with what was measured.
 func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
-	var in nodeInput
+	var in Input
 	if err := env.Recv(&in); err != nil {
 		return fmt.Errorf("reading node input: %w", err)
 	}
+	if err := CheckVersion("the node's input", in.Version); err != nil {
+		return err
+	}
 	if in.Calibrate != "" {
-		return env.SetResult(calibration(proxier.Calibrate(ctx, in.Calibrate)))
+		return env.SetResult(Result{Version: ProtocolVersion, Calibration: calibration(proxier.Calibrate(ctx, in.Calibrate))})
 	}
 	// The orchestrator validated the same bytes; loading them again here
 	// keeps the node self-contained (and the VM runner will need it).
@@ -97,7 +72,7 @@ func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
 			res.Error = err.Error()
 		}
 		n.finishResources()
-		return env.SetResult(res)
+		return env.SetResult(Result{Version: ProtocolVersion, Mode: res})
 	}
 	// Unit costs first, before the proxier adds load: they let a VM
 	// mode's timings be scaled to a host estimate.
@@ -111,7 +86,7 @@ func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
 		res.Error = runErr.Error()
 	}
 	n.finish(ctx, runErr == nil)
-	return env.SetResult(res)
+	return env.SetResult(Result{Version: ProtocolVersion, Mode: res})
 }
 
 type node struct {
@@ -174,7 +149,7 @@ func (n *node) run(ctx context.Context) error {
 
 	for i, st := range n.s.Spec.Steps {
 		sr := reports.StepResult{Name: st.Name, Action: st.Action(), Start: time.Now()}
-		_ = n.env.Emit(eventStep, map[string]any{"mode": n.ms.Name, "step": st.Name, "index": i, "of": len(n.s.Spec.Steps)})
+		_ = n.env.Emit(EventStep, StepEvent{Mode: n.ms.Name, Step: st.Name, Index: i, Of: len(n.s.Spec.Steps)})
 		err := n.step(ctx, i, st, &sr)
 		sr.End = time.Now()
 		if err != nil {
@@ -322,7 +297,7 @@ func (n *node) onMutation(m sim.Mutation) {
 		n.res.WriteRetries += w.Retries
 	}
 	if st := n.churnStep; st != nil {
-		p := progressData{Step: st.Name, Unit: "mutations", Done: n.stepMutations + n.stepSkipped, Of: st.Churn.Count}
+		p := ProgressEvent{Step: st.Name, Unit: "mutations", Done: n.stepMutations + n.stepSkipped, Of: st.Churn.Count}
 		if d := st.Churn.Duration; d != nil {
 			p.Seconds, p.OfSeconds = time.Since(n.churnStart).Seconds(), d.Duration.Seconds()
 		}
@@ -431,7 +406,7 @@ func (n *node) finish(ctx context.Context, clean bool) {
 			n.res.Error = "final sync: " + err.Error()
 		}
 		if n.outDir != "" {
-			if err := saveAPIState(ctx, n.cluster.Clientset, finalStatePath(n.outDir, n.ms.Name)); err != nil && n.res.Error == "" {
+			if err := saveAPIState(ctx, n.cluster.Clientset, FinalStatePath(n.outDir, n.ms.Name)); err != nil && n.res.Error == "" {
 				n.res.Error = "saving the final API state: " + err.Error()
 			}
 		}

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -20,7 +20,7 @@ type probeTarget struct {
 	svc    sim.Service
 	port   sim.Port
 	target netip.AddrPort
-	exp    expectation
+	exp    Expectation
 }
 
 // probe sends real connections to the sampled Services of the step,
@@ -46,36 +46,30 @@ func (n *node) probe(ctx context.Context, index int, st scenarios.Step) error {
 	for _, svc := range candidates {
 		for _, port := range svc.Ports {
 			if t, ok := n.target(svc, port, p.Target); ok {
-				targets = append(targets, probeTarget{svc: svc, port: port, target: t, exp: n.expected(svc, port, p.From, p.Target)})
+				targets = append(targets, probeTarget{svc: svc, port: port, target: t, exp: Expect(ExpectInput{
+					Service: svc, Port: port, Group: n.group(svc.Group), Node: n.s.Spec.Cluster.Node,
+					MasqueradeAll: n.masqueradeAll(), From: p.From, Target: p.Target,
+				})})
 			}
 		}
 	}
 
-	sd := reports.StepDistribution{Step: st.Name, Connections: p.Connections}
 	// The power calculation over the Services that take a share test: it
 	// sets the count when the scenario leaves it to kpsim, and otherwise
 	// says what the scenario's count can detect.
-	var shares [][]float64
+	var eligible []int
 	for _, t := range targets {
-		if !t.exp.Affinity && len(t.exp.Eligible) > 1 {
-			shares = append(shares, equalShares(len(t.exp.Eligible)))
+		if !t.exp.Affinity {
+			eligible = append(eligible, len(t.exp.Eligible))
 		}
 	}
-	if len(shares) > 0 {
-		design := reports.DefaultProbeDesign()
-		design.Alpha = *n.s.Spec.Expectations.DistributionAlpha
-		plan, err := reports.PlanProbes(design, shares)
-		if err != nil {
-			return fmt.Errorf("planning probes: %w", err)
-		}
-		sd.Plan = &plan
-		if sd.Connections == 0 {
-			sd.Connections = plan.ProbesPerService
-		}
-		sd.ServicePower, sd.PooledPower = plan.PowerAt(sd.Connections)
+	sd := reports.StepDistribution{Step: st.Name}
+	var err error
+	if sd.Connections, sd.Plan, err = PlanConnections(*n.s.Spec.Expectations.DistributionAlpha, p.Connections, eligible); err != nil {
+		return err
 	}
-	if sd.Connections == 0 {
-		sd.Connections = 100 // nothing to test the shares of: reachability only
+	if sd.Plan != nil {
+		sd.ServicePower, sd.PooledPower = sd.Plan.PowerAt(sd.Connections)
 	}
 	implied, impliedErr := n.impliedShares(ctx, targets)
 	if impliedErr != nil {
@@ -85,7 +79,7 @@ func (n *node) probe(ctx context.Context, index int, st scenarios.Step) error {
 	from := netns.ClientKind(p.From)
 	var samples []reports.ServiceSample
 	for i, t := range targets {
-		n.emitProgress(progressData{Step: st.Name, Unit: "Service ports probed", Done: i, Of: len(targets)}, i == 0)
+		n.emitProgress(ProgressEvent{Step: st.Name, Unit: "Service ports probed", Done: i, Of: len(targets)}, i == 0)
 		count := sd.Connections
 		if n.ms.Mode == scenarios.ModeIPVS && n.ms.Scheduler == "rr" && len(t.exp.Eligible) > 0 {
 			// Round-robin is exact: make every endpoint's turn whole.
@@ -99,7 +93,7 @@ func (n *node) probe(ctx context.Context, index int, st scenarios.Step) error {
 		}
 		pr := probeResult(st.Name, t, p, r)
 		n.res.Probes = append(n.res.Probes, pr)
-		sd.Checks = append(sd.Checks, checkProbe(pr, t, n.ms)...)
+		sd.Checks = append(sd.Checks, CheckProbe(pr, t.exp, n.ms.Mode, n.ms.Scheduler)...)
 		if !t.exp.Affinity && len(t.exp.Eligible) > 1 {
 			samples = append(samples, distributionSample(pr, t, implied))
 		}
@@ -167,14 +161,6 @@ func (n *node) probeTarget(ctx context.Context, spec netns.ProbeSpec, affinity b
 		}
 	}
 	return r, nil
-}
-
-func equalShares(k int) []float64 {
-	s := make([]float64, k)
-	for i := range s {
-		s[i] = 1 / float64(k)
-	}
-	return s
 }
 
 // impliedShares parses the shares the proxier's rules imply, keyed by
@@ -250,19 +236,14 @@ func probeResult(step string, t probeTarget, p *scenarios.ProbeStep, r netns.Pro
 		Step: step, Service: t.svc.Key(), Port: t.port.Name, Protocol: string(t.port.Protocol),
 		From: p.From, Target: r.Spec.Target.String(),
 		Sent: r.Sent, OK: r.OK, SourcePreserved: r.SourcePreserved, Seconds: r.Duration.Seconds(),
-		Endpoints: map[string]int{}, Rule: t.exp.Rule,
+		Rule: t.exp.Rule,
 	}
-	eligible := map[netip.AddrPort]bool{}
-	for _, ap := range t.exp.Eligible {
-		eligible[ap] = true
-		out.Expected = append(out.Expected, ap.String())
-	}
+	replies := make(map[netip.AddrPort]int, len(r.Endpoints))
 	for ap, tally := range r.Endpoints {
-		out.Endpoints[ap.String()] = tally.Count
-		if !eligible[ap] {
-			out.Stray += tally.Count
-		}
+		replies[ap] = tally.Count
 	}
+	rp := Tally(t.exp, replies)
+	out.Endpoints, out.Expected, out.Stray = rp.Endpoints, rp.Expected, rp.Stray
 	if len(r.Failures) > 0 {
 		out.Failures = map[string]int{}
 		for k, v := range r.Failures {
@@ -272,43 +253,24 @@ func probeResult(step string, t probeTarget, p *scenarios.ProbeStep, r netns.Pro
 	return out
 }
 
-// checkProbe checks what a share test cannot: that connections landed
-// only on eligible endpoints, were all answered (or none, when there is no
-// endpoint), kept or lost their source address as the policy says, stuck
-// to one endpoint under session affinity, and took exact turns under IPVS
-// round-robin.
-func checkProbe(pr reports.Probe, t probeTarget, ms *scenarios.ModeSpec) []reports.ProbeCheck {
-	name := pr.Service + ":" + pr.Port
-	var out []reports.ProbeCheck
-	add := func(check string, passed bool, format string, args ...any) {
-		out = append(out, reports.ProbeCheck{Service: name, Check: check, Passed: passed, Detail: fmt.Sprintf(format, args...)})
-	}
-	if len(t.exp.Eligible) == 0 {
-		add("no endpoint: no answer", pr.OK == 0, "%d of %d connections answered although no endpoint may take them", pr.OK, pr.Sent)
-		return out
-	}
-	add("answered", pr.OK == pr.Sent, "%d of %d answered, failures %v", pr.OK, pr.Sent, pr.Failures)
-	add("only eligible endpoints", pr.Stray == 0, "%d replies from endpoints outside %s", pr.Stray, t.exp.Rule)
-	if sp := t.exp.SourcePreserved; sp != nil && pr.OK > 0 {
-		if *sp {
-			add("source preserved", pr.SourcePreserved == pr.OK, "%d of %d replies saw the client's own address", pr.SourcePreserved, pr.OK)
-		} else {
-			add("source masqueraded", pr.SourcePreserved == 0, "%d of %d replies saw the client's own address", pr.SourcePreserved, pr.OK)
+// group is the scenario's service group of that name (nil: none, as for
+// literal Services).
+func (n *node) group(name string) *scenarios.ServiceGroup {
+	for i := range n.s.Spec.ServiceGroups {
+		if n.s.Spec.ServiceGroups[i].Name == name {
+			return &n.s.Spec.ServiceGroups[i]
 		}
 	}
-	if t.exp.Affinity {
-		add("session affinity: one endpoint", len(pr.Endpoints) == 1, "connections reached %d endpoints", len(pr.Endpoints))
+	return nil
+}
+
+// masqueradeAll is kube-proxy's masqueradeAll: the mode entry's, else
+// the scenario's.
+func (n *node) masqueradeAll() bool {
+	if o := n.ms.Proxy.MasqueradeAll; o != nil {
+		return *o
 	}
-	if ms.Mode == scenarios.ModeIPVS && ms.Scheduler == "rr" && !t.exp.Affinity {
-		counts := make([]int, 0, len(pr.Endpoints))
-		for _, c := range pr.Endpoints {
-			counts = append(counts, c)
-		}
-		sort.Ints(counts)
-		exact := len(counts) == len(t.exp.Eligible) && counts[0] == counts[len(counts)-1]
-		add("round-robin exact", exact, "per-endpoint counts %v", counts)
-	}
-	return out
+	return n.s.Spec.Proxy.MasqueradeAll != nil && *n.s.Spec.Proxy.MasqueradeAll
 }
 
 // distributionSample lines up counts, expected and rule-implied shares by

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"net/netip"
@@ -39,7 +39,7 @@ func TestIPVSSharesByTarget(t *testing.T) {
 	ap := netip.MustParseAddrPort
 	targets := []probeTarget{
 		{svc: svc, port: http, target: ap("10.96.0.10:80")},
-		{svc: svc, port: http, target: ap("172.18.0.2:30000"), exp: expectation{Local: true}},
+		{svc: svc, port: http, target: ap("172.18.0.2:30000"), exp: Expectation{Local: true}},
 		{svc: svc, port: dns, target: ap("10.96.0.10:53")},
 		// No virtual server: no shares, rather than another port's.
 		{svc: svc, port: unnamed, target: ap("10.96.0.10:8080")},

@@ -1,4 +1,4 @@
-package main
+package orchestrator
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/kpsim/kpsim/node"
 	"github.com/kpsim/kpsim/reports"
 	"github.com/kpsim/kpsim/scenarios"
 )
@@ -228,27 +229,27 @@ func checkLimitsOn(stderr io.Writer, file string, s *scenarios.Scenario, modes [
 }
 
 // autoConnections is how many connections kpsim run makes to each
-// Service of a probe step whose count is automatic: the power
-// calculation's count for that many Services with equal shares over the
-// largest endpoint count (the node plans over the endpoints it expects,
-// at most that many), plus a round-robin round for IPVS.
+// Service of a probe step whose count is automatic: the node's plan
+// (node.PlanConnections) for that many Services with equal shares over
+// the largest endpoint count (the node plans over the endpoints it
+// expects, at most that many), plus a round-robin round for IPVS.
 func autoConnections(s *scenarios.Scenario) func(p *scenarios.ProbeStep, services, endpoints int) int {
 	return func(p *scenarios.ProbeStep, services, endpoints int) int {
-		if endpoints < 2 || services == 0 {
-			return 100 // reachability only, as the node does
+		eligible := make([]int, services)
+		for i := range eligible {
+			eligible[i] = endpoints
 		}
-		shares := make([][]float64, services)
-		for i := range shares {
-			shares[i] = equalShares(endpoints)
-		}
-		design := reports.DefaultProbeDesign()
+		alpha := reports.DefaultProbeDesign().Alpha
 		if a := s.Spec.Expectations.DistributionAlpha; a != nil {
-			design.Alpha = *a
+			alpha = *a
 		}
-		plan, err := reports.PlanProbes(design, shares)
+		n, plan, err := node.PlanConnections(alpha, 0, eligible)
 		if err != nil {
-			return 100
+			return node.ReachabilityConnections
 		}
-		return plan.ProbesPerService + endpoints - 1
+		if plan != nil {
+			n += endpoints - 1
+		}
+		return n
 	}
 }

@@ -1,25 +1,17 @@
-package main
+package orchestrator
 
 import (
 	"compress/gzip"
-	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
-
-	"github.com/kpsim/kpsim/netns"
+	"github.com/kpsim/kpsim/node"
 	"github.com/kpsim/kpsim/proxier/rules"
 	"github.com/kpsim/kpsim/reports"
 	"github.com/kpsim/kpsim/scenarios"
@@ -29,77 +21,6 @@ import (
 // churn must equal what a fresh proxier of the same mode builds from the
 // final API state in one full sync. The main node saves that state; a
 // second node process (a clean network namespace) builds from it.
-
-// apiState is the API objects kube-proxy watches, as JSON.
-type apiState struct {
-	Nodes          []corev1.Node               `json:"nodes"`
-	ServiceCIDRs   []networkingv1.ServiceCIDR  `json:"serviceCIDRs"`
-	Services       []corev1.Service            `json:"services"`
-	EndpointSlices []discoveryv1.EndpointSlice `json:"endpointSlices"`
-}
-
-func finalStatePath(dir, mode string) string { return filepath.Join(dir, mode+".final-api-state.json") }
-
-// saveAPIState lists what the API holds now and writes it for the oracle.
-func saveAPIState(ctx context.Context, c kubernetes.Interface, path string) error {
-	var st apiState
-	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	cidrs, err := c.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	svcs, err := c.CoreV1().Services("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	slices, err := c.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	st.Nodes, st.ServiceCIDRs, st.Services, st.EndpointSlices = nodes.Items, cidrs.Items, svcs.Items, slices.Items
-	data, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, data, 0o644)
-}
-
-// runOracle builds a fresh proxier from the saved API state, waits
-// for its first sync and saves its dataplane as <mode>.oracle.*.
-func (n *node) runOracle(ctx context.Context, data []byte) error {
-	n.oracle = true // no faults: the oracle is the reference
-	var st apiState
-	if err := json.Unmarshal(data, &st); err != nil {
-		return fmt.Errorf("decoding the final API state: %w", err)
-	}
-	var objs []runtime.Object
-	for i := range st.Nodes {
-		objs = append(objs, &st.Nodes[i])
-	}
-	for i := range st.ServiceCIDRs {
-		objs = append(objs, &st.ServiceCIDRs[i])
-	}
-	for i := range st.Services {
-		objs = append(objs, &st.Services[i])
-	}
-	for i := range st.EndpointSlices {
-		objs = append(objs, &st.EndpointSlices[i])
-	}
-	client := fake.NewSimpleClientset(objs...)
-	if err := n.startProxier(ctx, client); err != nil {
-		return err
-	}
-	if err := n.waitSynced(ctx, n.longSyncTimeout()); err != nil {
-		return err
-	}
-	n.synced = true
-	counts, err := n.readDataplane(ctx, "oracle")
-	n.res.Rules = counts
-	return err
-}
 
 // unreachableChains, per normalized dump kind, drops the chains no packet
 // can reach and returns them.
@@ -152,6 +73,19 @@ func compareOracle(dir string, m scenarios.ModeSpec) reports.Oracle {
 			}
 			o.UnreachableInFresh = len(inFresh)
 		}
+		// State packets wrote (nftables affinity-set elements, IPVS
+		// connection counts) is kept out of the normalized dumps and
+		// reported apart; the fresh proxier carried no traffic.
+		if b, err := readGzip(filepath.Join(dir, m.Name+".end."+kind+".learned.gz")); err == nil {
+			for _, l := range rules.ParseLearned(b) {
+				o.Learned++
+				if len(o.LearnedSample) < 5 {
+					o.LearnedSample = append(o.LearnedSample, l)
+				}
+			}
+		} else if !errors.Is(err, fs.ErrNotExist) { // iptables writes no learned file
+			return reports.Oracle{Error: err.Error(), Files: o.Files}
+		}
 		if kind == "ipvs" {
 			// IPVS mode keeps removed real servers at weight 0 until
 			// their connections drain (graceful termination): they take
@@ -202,20 +136,18 @@ func readGzip(path string) (string, error) {
 	return string(b), err
 }
 
-// runOracleMode starts the oracle node for one mode and compares.
-func runOracleMode(ctx context.Context, stderr io.Writer, s *scenarios.Scenario, file string, data []byte, m scenarios.ModeSpec, runID, dir string, vm bool) reports.Oracle {
-	state, err := os.ReadFile(finalStatePath(dir, m.Name))
+// runOracle starts the oracle node for mode entry m of point p and
+// compares.
+func (r *run) runOracle(p point, m scenarios.ModeSpec) reports.Oracle {
+	state, err := os.ReadFile(node.FinalStatePath(p.dir, m.Name))
 	if err != nil {
 		return reports.Oracle{Error: "the run saved no final API state: " + err.Error()}
 	}
-	in := nodeInput{ScenarioFile: file, ScenarioYAML: data, Mode: m.Name, OutDir: dir, OracleState: state}
-	if vm {
-		in.OutDir = netns.GuestFilesDir
-	}
-	fmt.Fprintf(stderr, "%s: oracle: a fresh proxier from the final API state\n", m.Name)
-	mr := startNode(ctx, stderr, s, in, m, runID, dir, m.Name+".oracle.node.log", vm)
+	in := node.Input{Version: node.ProtocolVersion, ScenarioFile: p.file, ScenarioYAML: p.data, Mode: m.Name, OutDir: p.dir, OracleState: state}
+	fmt.Fprintf(r.stderr, "%s: oracle: a fresh proxier from the final API state\n", m.Name)
+	mr := r.startNode(p, in, m, m.Name+".oracle.node.log")
 	if mr.Error != "" {
 		return reports.Oracle{Error: "the oracle's proxier failed: " + mr.Error}
 	}
-	return compareOracle(dir, m)
+	return compareOracle(p.dir, m)
 }

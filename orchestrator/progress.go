@@ -1,4 +1,4 @@
-package main
+package orchestrator
 
 import (
 	"fmt"
@@ -8,43 +8,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kpsim/kpsim/node"
 	"golang.org/x/term"
 )
 
-// Progress: the node emits eventProgress during churn and probe steps (at
-// most every progressEvery), and the orchestrator shows it. On a terminal
-// one status line per running node is redrawn every second: the step, its
-// elapsed time and a bar of the work done. Elsewhere (CI logs) a plain
-// line is printed at most every progressLineEvery, so a long phase (a
-// 20-minute IPVS first sync in a VM) still shows the run is alive.
+// Progress: nodes emit node.EventProgress during churn and probe steps,
+// and the orchestrator shows it. On a terminal one status line per running
+// node is redrawn every second: the step, its elapsed time and a bar of
+// the work done. Elsewhere (CI logs) a plain line is printed at most every
+// progressLineEvery, so a long phase (a 20-minute IPVS first sync in a VM)
+// still shows the run is alive.
 const (
-	eventProgress     = "progress"
-	progressEvery     = 2 * time.Second
 	progressLineEvery = 30 * time.Second
 	progressBarWidth  = 24
 )
-
-// progressData is an eventProgress's payload: Done of Of units of work
-// (mutations or connections; Of 0 when only a duration is known) and,
-// for a churn step with a duration, the elapsed and planned seconds.
-type progressData struct {
-	Step      string  `json:"step"`
-	Unit      string  `json:"unit"`
-	Done      int     `json:"done"`
-	Of        int     `json:"of,omitempty"`
-	Seconds   float64 `json:"seconds,omitempty"`
-	OfSeconds float64 `json:"ofSeconds,omitempty"`
-}
-
-// emitProgress sends a progress event if the last one is progressEvery
-// old (or force).
-func (n *node) emitProgress(p progressData, force bool) {
-	if !force && time.Since(n.lastProgress) < progressEvery {
-		return
-	}
-	n.lastProgress = time.Now()
-	_ = n.env.Emit(eventProgress, p)
-}
 
 // progressView shows one node's progress on w.
 type progressView struct {
@@ -55,7 +32,7 @@ type progressView struct {
 
 	mu       sync.Mutex
 	step     string // "step 2/4 flaps"
-	p        *progressData
+	p        *node.ProgressEvent
 	lastLine time.Time
 	drawn    bool
 	stop     chan struct{}
@@ -115,7 +92,7 @@ func (v *progressView) setStep(step string) {
 	v.mu.Unlock()
 }
 
-func (v *progressView) setProgress(p progressData) {
+func (v *progressView) setProgress(p node.ProgressEvent) {
 	v.mu.Lock()
 	v.p = &p
 	v.mu.Unlock()

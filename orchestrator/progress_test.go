@@ -1,10 +1,12 @@
-package main
+package orchestrator
 
 import (
 	"bytes"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kpsim/kpsim/node"
 )
 
 func TestProgressStatus(t *testing.T) {
@@ -22,14 +24,14 @@ func TestProgressStatus(t *testing.T) {
 	}
 	v.line("nftables: step %d/%d %s", 2, 4, "flaps")
 	v.setStep("step 2/4 flaps")
-	v.setProgress(progressData{Step: "flaps", Unit: "mutations", Done: 150, OfSeconds: 30, Seconds: 7.5})
+	v.setProgress(node.ProgressEvent{Step: "flaps", Unit: "mutations", Done: 150, OfSeconds: 30, Seconds: 7.5})
 	if got := v.status(); !strings.HasSuffix(got, ": step 2/4 flaps: 150 mutations, 8/30s") {
 		t.Errorf("churn by duration: %q", got)
 	}
 	v.mu.Lock()
 	v.tty = true // the bar is drawn only on a terminal
 	v.mu.Unlock()
-	v.setProgress(progressData{Step: "probe", Unit: "Service ports probed", Done: 5, Of: 20})
+	v.setProgress(node.ProgressEvent{Step: "probe", Unit: "Service ports probed", Done: 5, Of: 20})
 	if got := v.status(); !strings.HasSuffix(got, ": 5/20 Service ports probed [######..................]") {
 		t.Errorf("probe with a bar: %q", got)
 	}

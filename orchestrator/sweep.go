@@ -1,16 +1,13 @@
-package main
+package orchestrator
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/kpsim/kpsim/reports"
 	"github.com/kpsim/kpsim/scenarios"
-	"github.com/kpsim/kpsim/sim"
 )
 
 // runSweep runs every mode entry at every size of the scenario's sweep,
@@ -24,8 +21,9 @@ import (
 // named <entry>@<count>. A size above the entry's spec.sweep.maxCount, or
 // above a size the entry failed at (a larger one would fail too, only
 // slower), is a result with Skipped set that says why.
-func runSweep(ctx context.Context, stderr io.Writer, s *scenarios.Scenario, file string, data []byte, modes []scenarios.ModeSpec, runID, dir string, placement map[string]string) []reports.ModeResult {
-	sw := s.Spec.Sweep
+func (r *run) sweep() []reports.ModeResult {
+	ctx, stderr, modes := r.ctx, r.stderr, r.modes
+	sw := r.main.s.Spec.Sweep
 	byEntry := map[string][]reports.ModeResult{}
 	failedAt := map[string]int{}
 	for ci, count := range sw.Counts {
@@ -48,8 +46,8 @@ func runSweep(ctx context.Context, stderr io.Writer, s *scenarios.Scenario, file
 		if len(run) == 0 {
 			continue
 		}
-		pointDir := filepath.Join(dir, sub)
-		pdata, ps, err := scenarios.SweepPoint(file, data, count)
+		pointDir := filepath.Join(r.main.dir, sub)
+		pdata, ps, err := scenarios.SweepPoint(r.main.file, r.main.data, count)
 		if err == nil {
 			err = os.MkdirAll(pointDir, 0o755)
 		}
@@ -58,7 +56,8 @@ func runSweep(ctx context.Context, stderr io.Writer, s *scenarios.Scenario, file
 			err = os.WriteFile(filepath.Join(pointDir, "scenario.yaml"), pdata, 0o644)
 		}
 		if err == nil {
-			info.Services, info.Endpoints, err = sweepSize(ps)
+			c := ps.Counts()
+			info.Services, info.Endpoints = c.Start.Services, int(c.Start.Endpoints)
 		}
 		for _, m := range run {
 			info.Entry = m.Name
@@ -68,7 +67,7 @@ func runSweep(ctx context.Context, stderr io.Writer, s *scenarios.Scenario, file
 				mr = reports.ModeResult{Name: m.Name, Mode: m.Mode, Backend: m.Backend, Error: fmt.Sprintf("sweep count %d: %v", count, err)}
 			} else {
 				fmt.Fprintf(stderr, "sweep %s=%d (%d/%d): %s: %d Services, %d endpoints\n", sw.Group, count, ci+1, len(sw.Counts), m.Name, info.Services, info.Endpoints)
-				mr = runMode(ctx, stderr, ps, file, pdata, m, runID, pointDir, placement[m.Name] == "vm")
+				mr = r.runMode(point{s: ps, file: r.main.file, data: pdata, dir: pointDir}, m)
 			}
 			mr.Name, mr.Sweep = sweepRunName(m.Name, count), &i
 			relocate(&mr, sub)
@@ -100,26 +99,6 @@ func sweepSkip(sw *scenarios.Sweep, m scenarios.ModeSpec, count, failedAt int) s
 		return fmt.Sprintf("the run at %d failed", failedAt)
 	}
 	return ""
-}
-
-// sweepSize counts the Services and endpoints the scenario's cluster
-// starts with, by building its model as the node will.
-func sweepSize(s *scenarios.Scenario) (services, endpoints int, err error) {
-	c, err := sim.New(s)
-	if err != nil {
-		return 0, 0, err
-	}
-	model := c.Snapshot()
-	services = len(model.Services) + len(model.LiteralServices)
-	for i := range model.Services {
-		endpoints += model.Services[i].EndpointCount()
-	}
-	for _, sl := range model.LiteralSlices {
-		for _, ep := range sl.Endpoints {
-			endpoints += len(ep.Addresses)
-		}
-	}
-	return services, endpoints, nil
 }
 
 // relocate makes a run's file names relative to the run directory.

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kpsim/kpsim/netns"
+	"github.com/kpsim/kpsim/orchestrator"
 )
 
 // Exit codes, documented in --help.
@@ -50,13 +51,28 @@ func run(args []string) int {
 	root := newRootCommand()
 	root.SetArgs(args)
 	err := root.Execute()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kpsim:", err)
+	}
+	return exitCode(err)
+}
+
+// exitCode maps an error to kpsim's exit code.
+func exitCode(err error) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(os.Stderr, "kpsim:", err)
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
+	}
+	switch orchestrator.KindOf(err) {
+	case orchestrator.Missed:
+		return exitExpectation
+	case orchestrator.BadInput:
+		return exitBadInput
+	case orchestrator.Environment:
+		return exitEnvironment
 	}
 	// cobra's own errors are about usage: unknown command or flag.
 	return exitBadInput

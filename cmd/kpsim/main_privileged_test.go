@@ -2,8 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"errors"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -28,6 +27,15 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// runCLI runs the kpsim command line with args, as main does.
+func runCLI(stdout, stderr io.Writer, args ...string) error {
+	root := newRootCommand()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	return root.Execute()
+}
+
 func requireRoot(t *testing.T, tools ...string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -49,7 +57,7 @@ func TestPrivilegedRunEndToEnd(t *testing.T) {
 	requireRoot(t, "iptables-legacy-restore", "nft")
 	dir := t.TempDir()
 	var out, errOut bytes.Buffer
-	err := runScenario(context.Background(), &out, &errOut, "testdata/e2e.yaml", runOptions{kernel: "host", out: dir})
+	err := runCLI(&out, &errOut, "run", "testdata/e2e.yaml", "--kernel", "host", "--out", dir)
 	if err != nil {
 		t.Fatalf("run failed: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errOut.String())
 	}
@@ -159,9 +167,8 @@ spec:
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
-	err := runScenario(context.Background(), &out, &errOut, scenario, runOptions{kernel: "host", out: t.TempDir()})
-	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != exitExpectation {
+	err := runCLI(&out, &errOut, "run", scenario, "--kernel", "host", "--out", t.TempDir())
+	if code := exitCode(err); code != exitExpectation {
 		t.Fatalf("want exit %d, got %v\n%s%s", exitExpectation, err, out.String(), errOut.String())
 	}
 	if !strings.Contains(err.Error(), "firstSync nftables") {

@@ -2,7 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
+	"compress/gzip"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -23,7 +24,7 @@ func TestPrivilegedSweep(t *testing.T) {
 	requireRoot(t, "iptables-legacy-restore", "nft")
 	dir := t.TempDir()
 	var out, errOut bytes.Buffer
-	if err := runScenario(context.Background(), &out, &errOut, "testdata/sweep.yaml", runOptions{kernel: "host", out: dir}); err != nil {
+	if err := runCLI(&out, &errOut, "run", "testdata/sweep.yaml", "--kernel", "host", "--out", dir); err != nil {
 		t.Fatalf("run failed: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errOut.String())
 	}
 	r, err := reports.ReadFile(filepath.Join(dir, "result.json"))
@@ -132,4 +133,18 @@ func natRules(dump string) int {
 		}
 	}
 	return n
+}
+
+func readGzip(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(zr)
+	return string(b), err
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
@@ -43,35 +42,11 @@ func validateFiles(stdout, stderr io.Writer, files []string) error {
 
 // summarize says in one line what a scenario will create and run.
 func summarize(s *scenarios.Scenario) string {
-	services, endpoints := 0, 0
-	for _, g := range s.Spec.ServiceGroups {
-		services += g.Count
-		endpoints += g.Count * g.Endpoints.Max
-	}
-	for _, o := range s.Spec.Objects {
-		if o.Service != nil {
-			services++
-		}
-	}
+	c := s.Counts()
 	modes := make([]string, len(s.Spec.Modes))
 	for i, m := range s.Spec.Modes {
 		modes[i] = m.Name
 	}
-	return fmt.Sprintf("%s: %d services, up to %d endpoints, %d steps, modes %v, seed %d",
-		s.Metadata.Name, services, endpoints, len(s.Spec.Steps), modes, s.Spec.Seed)
-}
-
-// loadScenario loads one scenario, already read from path, for a command
-// that runs it; a bad file is bad input (exit 2). The bytes the command
-// validates are the bytes it hands its nodes.
-func loadScenario(path string, data []byte) (*scenarios.Scenario, error) {
-	s, err := scenarios.Load(path, data)
-	if err != nil {
-		var list scenarios.ErrorList
-		if errors.As(err, &list) {
-			return nil, badInput(fmt.Errorf("invalid scenario:\n%w", err))
-		}
-		return nil, badInput(err)
-	}
-	return s, nil
+	return fmt.Sprintf("%s: %d services, %d endpoints (up to %d), %d steps, modes %v, seed %d",
+		s.Metadata.Name, c.Start.Services, c.Start.Endpoints, c.Peak.Endpoints, len(s.Spec.Steps), modes, s.Spec.Seed)
 }

@@ -1,0 +1,95 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// The after-churn oracle: the dataplane a proxier reached through a run's
+// churn must equal what a fresh proxier of the same mode builds from the
+// final API state in one full sync. The main node saves that state; a
+// second node process (a clean network namespace) builds from it.
+
+// apiState is the API objects kube-proxy watches, as JSON.
+type apiState struct {
+	Nodes          []corev1.Node               `json:"nodes"`
+	ServiceCIDRs   []networkingv1.ServiceCIDR  `json:"serviceCIDRs"`
+	Services       []corev1.Service            `json:"services"`
+	EndpointSlices []discoveryv1.EndpointSlice `json:"endpointSlices"`
+}
+
+// FinalStatePath is where a mode's node saves the API state it ended
+// with, for the oracle.
+func FinalStatePath(dir, mode string) string { return filepath.Join(dir, mode+".final-api-state.json") }
+
+// saveAPIState lists what the API holds now and writes it for the oracle.
+func saveAPIState(ctx context.Context, c kubernetes.Interface, path string) error {
+	var st apiState
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	cidrs, err := c.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	svcs, err := c.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	slices, err := c.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	st.Nodes, st.ServiceCIDRs, st.Services, st.EndpointSlices = nodes.Items, cidrs.Items, svcs.Items, slices.Items
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// runOracle builds a fresh proxier from the saved API state, waits
+// for its first sync and saves its dataplane as <mode>.oracle.*.
+func (n *node) runOracle(ctx context.Context, data []byte) error {
+	n.oracle = true // no faults: the oracle is the reference
+	var st apiState
+	if err := json.Unmarshal(data, &st); err != nil {
+		return fmt.Errorf("decoding the final API state: %w", err)
+	}
+	var objs []runtime.Object
+	for i := range st.Nodes {
+		objs = append(objs, &st.Nodes[i])
+	}
+	for i := range st.ServiceCIDRs {
+		objs = append(objs, &st.ServiceCIDRs[i])
+	}
+	for i := range st.Services {
+		objs = append(objs, &st.Services[i])
+	}
+	for i := range st.EndpointSlices {
+		objs = append(objs, &st.EndpointSlices[i])
+	}
+	client := fake.NewSimpleClientset(objs...)
+	if err := n.startProxier(ctx, client); err != nil {
+		return err
+	}
+	if err := n.waitSynced(ctx, n.longSyncTimeout()); err != nil {
+		return err
+	}
+	n.synced = true
+	counts, err := n.readDataplane(ctx, "oracle")
+	n.res.Rules = counts
+	return err
+}

@@ -1,0 +1,364 @@
+package orchestrator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kpsim/kpsim/netns"
+	"github.com/kpsim/kpsim/node"
+	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/reports"
+	"github.com/kpsim/kpsim/scenarios"
+)
+
+// Options are a run's choices beyond the scenario file (the CLI's flags).
+type Options struct {
+	// Modes picks mode entries by entry name (iptables-legacy) or mode
+	// (iptables); empty: the scenario's.
+	Modes []string
+	// Backends runs every iptables entry with each of these backends.
+	Backends []string
+	// Out is the run directory (default results/<run-id>).
+	Out string
+	// Kernel is where nodes run: auto, host or vm.
+	Kernel string
+	// Stderr receives progress and notes.
+	Stderr io.Writer
+}
+
+// run is one `kpsim run`: what it runs and where its files go.
+type run struct {
+	ctx    context.Context
+	stderr io.Writer
+	// main is the scenario as given; a sweep runs other points of it.
+	main  point
+	modes []scenarios.ModeSpec
+	// placement says where each mode entry runs: "host" or "vm".
+	placement map[string]string
+	id        string
+}
+
+// point is one scenario document a node runs and the directory its files
+// go to: the run's own, or one size of a sweep.
+type point struct {
+	s    *scenarios.Scenario
+	file string
+	data []byte
+	dir  string
+}
+
+// Run loads and validates the scenario file, checks this machine can run
+// each mode, snapshots the host, runs every mode in its own node (a
+// process in new namespaces, or a VM) and writes result.json. It returns
+// the result and the run directory whenever the run happened, with an
+// *Error of Kind Missed when an expectation was missed, a mode failed or
+// ctx ended first; before that, an *Error of Kind BadInput or Environment
+// and nothing created.
+func Run(ctx context.Context, file string, o Options) (*reports.Result, string, error) {
+	if o.Kernel != scenarios.KernelHost && o.Kernel != scenarios.KernelVM && o.Kernel != scenarios.KernelAuto {
+		return nil, "", badInput(fmt.Errorf("--kernel %q: want auto, host or vm", o.Kernel))
+	}
+	if o.Stderr == nil {
+		o.Stderr = io.Discard
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, "", badInput(fmt.Errorf("reading scenario: %w", err))
+	}
+	s, err := LoadScenario(file, data)
+	if err != nil {
+		return nil, "", err
+	}
+	r := &run{ctx: ctx, stderr: o.Stderr, main: point{s: s, file: file, data: data}}
+	if r.modes, err = selectModes(s, o); err != nil {
+		return nil, "", err
+	}
+	host := proxier.ProbeHost()
+	if r.placement, err = place(o.Stderr, r.modes, host, o.Kernel); err != nil {
+		return nil, "", err
+	}
+	if err := checkLimits(o.Stderr, file, s, r.modes, r.placement); err != nil {
+		return nil, "", err
+	}
+	if !host.Root {
+		return nil, "", environment(errors.New("kpsim run needs root to create network namespaces: run it with sudo"))
+	}
+
+	r.id = netns.NewRunID()
+	dir := o.Out
+	if dir == "" {
+		dir = filepath.Join("results", r.id)
+	}
+	if r.main.dir, err = filepath.Abs(dir); err != nil {
+		return nil, "", badInput(err)
+	}
+	if err := os.MkdirAll(r.main.dir, 0o755); err != nil {
+		return nil, "", environment(fmt.Errorf("creating run directory: %w", err))
+	}
+	fmt.Fprintf(o.Stderr, "run %s: writing to %s\n", r.id, r.main.dir)
+	res := r.execute(host)
+	if err := res.WriteFile(filepath.Join(r.main.dir, "result.json")); err != nil {
+		return res, r.main.dir, environment(err)
+	}
+	if ctx.Err() != nil {
+		return res, r.main.dir, &Error{Missed, fmt.Errorf("interrupted: %w", ctx.Err())}
+	}
+	if !res.Passed {
+		var missed []string
+		for _, e := range res.Expectations {
+			if !e.Passed {
+				missed = append(missed, strings.TrimSpace(e.Name+" "+e.Mode))
+			}
+		}
+		for _, m := range res.Modes {
+			if m.Error != "" {
+				missed = append(missed, m.Name+" failed")
+			}
+		}
+		return res, r.main.dir, &Error{Missed, fmt.Errorf("expectations missed: %s", strings.Join(missed, ", "))}
+	}
+	return res, r.main.dir, nil
+}
+
+// execute runs the modes between two snapshots of the host and judges the
+// result.
+func (r *run) execute(host *proxier.Host) *reports.Result {
+	s := r.main.s
+	sum := sha256.Sum256(r.main.data)
+	res := &reports.Result{
+		SchemaVersion: reports.SchemaVersion,
+		RunID:         r.id,
+		Scenario:      reports.ScenarioInfo{Name: s.Metadata.Name, File: r.main.file, Seed: s.Spec.Seed, SHA256: hex.EncodeToString(sum[:])},
+		Environment: reports.Environment{
+			KernelRelease:    host.KernelRelease,
+			Kernel:           scenarios.KernelHost,
+			CPUs:             runtime.NumCPU(),
+			KubeProxyVersion: proxier.KubernetesVersion(),
+			GoVersion:        runtime.Version(),
+		},
+		Started: time.Now(),
+	}
+
+	before, snapErr := netns.TakeHostSnapshot()
+	if s.Spec.Sweep != nil {
+		res.Modes = r.sweep()
+	} else {
+		for _, m := range r.modes {
+			res.Modes = append(res.Modes, r.runMode(r.main, m))
+			if r.ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	r.estimateVMTimings(res)
+	res.Sweep = sweepSummary(s, r.modes, res)
+	res.Host = hostCheck(before, snapErr)
+	res.Finished = time.Now()
+	res.Expectations = reports.CheckExpectations(s, res)
+	res.Passed = reports.AllPassed(res.Expectations)
+	for _, m := range res.Modes {
+		if m.Error != "" {
+			res.Passed = false
+		}
+	}
+	return res
+}
+
+// estimateVMTimings gives VM modes' timings a native estimate from unit
+// costs measured in the VM's node and in a node on the host, in this run.
+func (r *run) estimateVMTimings(res *reports.Result) {
+	calBackend := ""
+	for _, m := range r.modes {
+		if r.placement[m.Name] == scenarios.KernelVM && r.ctx.Err() == nil {
+			if calBackend = m.Backend; calBackend == "" {
+				calBackend = scenarios.BackendLegacy
+			}
+			break
+		}
+	}
+	if calBackend == "" {
+		return
+	}
+	var out node.Result
+	cfg := netns.NodeConfig{RunID: r.id}
+	in := node.Input{Version: node.ProtocolVersion, Calibrate: calBackend}
+	err := netns.RunNode(r.ctx, netns.NodeOptions{Name: node.MainName, Config: cfg, Stdout: io.Discard, Stderr: io.Discard}, in, &out)
+	if err == nil {
+		err = node.CheckVersion("the calibration node's result", out.Version)
+	}
+	if err == nil && out.Calibration == nil {
+		err = errors.New("the calibration node returned no calibration")
+	}
+	if err != nil {
+		fmt.Fprintf(r.stderr, "host calibration failed, no native estimates: %v\n", err)
+		return
+	}
+	res.HostCalibration = out.Calibration
+	for i := range res.Modes {
+		if pl := res.Modes[i].Placement; pl != nil && pl.Kernel == scenarios.KernelVM {
+			res.Modes[i].NativeEstimate = reports.EstimateNative(&res.Modes[i], res.HostCalibration, res.Modes[i].Calibration)
+		}
+	}
+}
+
+// place decides where each mode entry runs, before anything is created:
+// a mode the host kernel lacks goes to a VM, and kernel "vm" sends every
+// mode there, so modes compared run on one kernel.
+func place(stderr io.Writer, modes []scenarios.ModeSpec, host *proxier.Host, kernel string) (map[string]string, error) {
+	placement := map[string]string{}
+	for _, m := range modes {
+		a := host.Check(m.Mode, m.Backend)
+		want := m.Kernel
+		if kernel != scenarios.KernelAuto {
+			want = kernel
+		}
+		switch {
+		case want == scenarios.KernelVM:
+			placement[m.Name] = scenarios.KernelVM
+		case a.OK:
+			placement[m.Name] = scenarios.KernelHost
+		case want == scenarios.KernelAuto && strings.Contains(a.Reason, "kernel"):
+			placement[m.Name] = scenarios.KernelVM
+			fmt.Fprintf(stderr, "%s: %s: running it in a VM\n", m.Name, a.Reason)
+		default:
+			return nil, environment(fmt.Errorf("mode %s cannot run here: %s (fix: %s)", m.Name, a.Reason, a.Fix))
+		}
+	}
+	for _, m := range modes {
+		if placement[m.Name] != scenarios.KernelVM {
+			continue
+		}
+		for _, tool := range []string{"qemu-system-x86_64", "busybox"} {
+			if _, err := exec.LookPath(tool); err != nil {
+				return nil, environment(fmt.Errorf("mode %s needs a VM, and %s is missing (fix: sudo make deps, or apt-get install -y --no-install-recommends qemu-system-x86 busybox-static)", m.Name, tool))
+			}
+		}
+	}
+	return placement, nil
+}
+
+// selectModes applies --modes and --iptables-backend to the scenario's
+// mode entries.
+func selectModes(s *scenarios.Scenario, o Options) ([]scenarios.ModeSpec, error) {
+	modes := s.Spec.Modes
+	if len(o.Backends) > 0 {
+		var out []scenarios.ModeSpec
+		seen := map[string]bool{}
+		for _, m := range modes {
+			if m.Mode != scenarios.ModeIPTables {
+				out = append(out, m)
+				continue
+			}
+			for _, b := range o.Backends {
+				if b != scenarios.BackendLegacy && b != scenarios.BackendNFT {
+					return nil, badInput(fmt.Errorf("--iptables-backend %q: want legacy or nft", b))
+				}
+				if seen[b] {
+					continue
+				}
+				seen[b] = true
+				m2 := m
+				m2.Backend = b
+				m2.Name = scenarios.ModeIPTables + "-" + b
+				out = append(out, m2)
+			}
+		}
+		modes = out
+	}
+	if len(o.Modes) == 0 {
+		return modes, nil
+	}
+	var out []scenarios.ModeSpec
+	for _, want := range o.Modes {
+		matches := modeMatches(modes, want, o.Kernel)
+		for _, m := range matches {
+			if !slices.ContainsFunc(out, func(x scenarios.ModeSpec) bool { return x.Name == m.Name }) {
+				out = append(out, m)
+			}
+		}
+		if len(matches) == 0 {
+			names := make([]string, len(modes))
+			for i, m := range modes {
+				names[i] = m.Name
+			}
+			return nil, badInput(fmt.Errorf("--modes %s: the scenario has no such mode entry (it has %s)", want, strings.Join(names, ", ")))
+		}
+	}
+	return out, nil
+}
+
+// modeMatches returns the entries --modes want names: the entry of that
+// name, or the entries of that mode. When --kernel forces a placement and
+// the scenario has entries of the mode meant for that kernel (kernel: vm
+// for a VM, any other for the host), only those match: on 2000x10.yaml,
+// `--modes iptables,ipvs --kernel vm` runs the scenario's VM iptables
+// entry beside IPVS, not every iptables entry in the VM again.
+func modeMatches(modes []scenarios.ModeSpec, want, kernel string) []scenarios.ModeSpec {
+	var byMode, placed []scenarios.ModeSpec
+	for _, m := range modes {
+		if m.Name == want {
+			return []scenarios.ModeSpec{m}
+		}
+		if m.Mode != want {
+			continue
+		}
+		byMode = append(byMode, m)
+		if (kernel == scenarios.KernelVM && m.Kernel == scenarios.KernelVM) || (kernel == scenarios.KernelHost && m.Kernel != scenarios.KernelVM) {
+			placed = append(placed, m)
+		}
+	}
+	if len(placed) > 0 {
+		return placed
+	}
+	return byMode
+}
+
+// runMode runs one mode entry of p in its own node, then, when the
+// scenario churns or asks for it, the after-churn oracle.
+func (r *run) runMode(p point, m scenarios.ModeSpec) reports.ModeResult {
+	vm := r.placement[m.Name] == scenarios.KernelVM
+	in := node.Input{Version: node.ProtocolVersion, ScenarioFile: p.file, ScenarioYAML: p.data, Mode: m.Name, OutDir: p.dir, InVM: vm}
+	mr := r.startNode(p, in, m, m.Name+".node.log")
+	if mr.Error == "" && wantsOracle(p.s) && r.ctx.Err() == nil {
+		o := r.runOracle(p, m)
+		mr.Oracle = &o
+	}
+	return mr
+}
+
+// wantsOracle: the oracle runs when the scenario churns (the case it
+// exists for) or expects it.
+func wantsOracle(s *scenarios.Scenario) bool {
+	if s.Spec.Expectations.Oracle != "" {
+		return true
+	}
+	for _, st := range s.Spec.Steps {
+		if st.Churn != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func hostCheck(before *netns.HostSnapshot, snapErr error) reports.HostCheck {
+	if snapErr != nil {
+		return reports.HostCheck{Error: "snapshot before the run: " + snapErr.Error()}
+	}
+	after, err := netns.TakeHostSnapshot()
+	if err != nil {
+		return reports.HostCheck{Error: "snapshot after the run: " + err.Error()}
+	}
+	diff := netns.Diff(before, after)
+	return reports.HostCheck{Checked: true, Unchanged: diff == "", Diff: diff}
+}
