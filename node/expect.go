@@ -96,9 +96,10 @@ func Expect(in ExpectInput) Expectation {
 	}
 	cluster, rule := ready, "ready endpoints"
 	if g != nil && g.TrafficDistribution != "" && len(ready) > 0 {
-		// The simulated slices hint each endpoint for its own node
-		// (PreferSameNode) and zone (all modes), so every ready endpoint
-		// has hints.
+		// The simulated slices hint each endpoint that has a zone for
+		// its own node (PreferSameNode) and zone (sim/slices.go), and
+		// kube-proxy uses hints only when every ready endpoint has them
+		// (pkg/proxy/topology.go): so only when every one has a zone.
 		var sameNode, sameZone []sim.Endpoint
 		for _, ep := range ready {
 			if ep.Node == node.Name {
@@ -109,7 +110,7 @@ func Expect(in ExpectInput) Expectation {
 			}
 		}
 		switch {
-		case g.TrafficDistribution == corev1.ServiceTrafficDistributionPreferSameNode && len(sameNode) > 0:
+		case g.TrafficDistribution == corev1.ServiceTrafficDistributionPreferSameNode && len(sameNode) > 0 && allZoned(ready):
 			cluster, rule = sameNode, "ready endpoints hinted for this node (PreferSameNode)"
 		case len(sameZone) > 0 && allZoned(ready):
 			cluster, rule = sameZone, "ready endpoints hinted for this node's zone ("+g.TrafficDistribution+")"

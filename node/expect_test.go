@@ -430,14 +430,11 @@ func TestExpect(t *testing.T) {
 			want: Expectation{Eligible: addrPorts("10.244.2.1:8080", "10.244.2.5:8080"), SourcePreserved: kept, Rule: ruleReady},
 		},
 		{
-			// KNOWN DISAGREEMENT, kept on purpose (see the package's
-			// report): the model does not ask that every ready endpoint
-			// have a node hint.
-			name: "PreferSameNode with an unhinted ready endpoint elsewhere: model keeps same-node",
+			name: "PreferSameNode with an unhinted ready endpoint elsewhere: every ready endpoint",
 			why:  "upstream topology.go:176-177,195 needs a node hint on every ready endpoint; sim/slices.go:171 writes none for the zoneless 10.244.3.1, so kube-proxy uses every ready endpoint",
 			in: ExpectInput{Service: service(here("10.244.0.1", sim.Ready), noZone("10.244.3.1", sim.Ready)),
 				Group: group(preferSameNd), From: scenarios.FromPod, Target: scenarios.TargetClusterIP},
-			want: Expectation{Eligible: addrPorts("10.244.0.1:8080"), SourcePreserved: kept, Rule: ruleSameNode},
+			want: Expectation{Eligible: addrPorts("10.244.0.1:8080", "10.244.3.1:8080"), SourcePreserved: kept, Rule: ruleReady},
 		},
 		{
 			name: "no trafficDistribution: zones alone are no hints",
