@@ -53,7 +53,19 @@ type Inputs struct {
 	ServiceCIDRs []string `json:"serviceCIDRs,omitempty"`
 	// ServiceCIDRsAt is when OnServiceCIDRsChanged returned.
 	ServiceCIDRsAt time.Time `json:"serviceCIDRsAt,omitempty"`
+	// NotHanded is the topology labels the API held when WaitForAPI gave
+	// up waiting for the proxier to be handed them (inputsWait); nil when
+	// it was.
+	NotHanded map[string]string `json:"notHanded,omitempty"`
 }
+
+// inputsWait bounds how long WaitForAPI waits for the proxier to be handed
+// the Node's topology labels and the ServiceCIDRs. They normally arrive
+// within milliseconds of the informers' sync; in about one of twenty
+// starts here NodeTopologyConfig never called OnTopologyChange at all
+// (cause not found yet), and a sync step then goes on without them and
+// the run reports it rather than waiting out the step's timeout.
+const inputsWait = 20 * time.Second
 
 func newInputs() *inputs {
 	return &inputs{now: time.Now, changed: make(chan struct{})}
@@ -65,6 +77,7 @@ func (in *inputs) snapshot() Inputs {
 	r := in.received
 	r.TopologyLabels = maps.Clone(r.TopologyLabels)
 	r.ServiceCIDRs = slices.Clone(r.ServiceCIDRs)
+	r.NotHanded = maps.Clone(r.NotHanded)
 	return r
 }
 
@@ -209,13 +222,39 @@ func (p *Proxier) WaitForAPI(ctx context.Context, after time.Time) (Sync, error)
 	if err != nil {
 		return Sync{}, err
 	}
-	got, err := p.inputs.waitFor(ctx, want)
+	wctx, cancel := context.WithTimeout(ctx, inputsWait)
+	got, err := p.inputs.waitFor(wctx, want)
+	cancel()
 	if err != nil {
-		return Sync{}, err
+		if ctx.Err() != nil {
+			return Sync{}, err
+		}
+		p.inputs.record(func(r *Inputs, _ time.Time) { r.NotHanded = maps.Clone(want.TopologyLabels) })
+		want.TopologyLabels = nil
 	}
+	// OnTopologyChange sets the labels under the proxier's lock, which a
+	// sync holds from start to end, then queues a sync (kube-proxy's
+	// last-queued timestamp). So a sync that was running then ended
+	// before the labels were set, and a sync that sets kube-proxy's
+	// last-successful-sync timestamp after that queueing began after it
+	// and used them. Both timestamps are kube-proxy's own, exact.
 	var floor time.Time
-	if len(want.TopologyLabels) > 0 {
-		floor = got.TopologyAt
+	if len(want.TopologyLabels) > 0 && !got.TopologyAt.IsZero() {
+		if floor, err = p.rec.queuedAfter(ctx, got.TopologyAt); err != nil {
+			return Sync{}, err
+		}
 	}
-	return p.rec.waitFor(ctx, after, floor)
+	s, err := p.rec.waitFor(ctx, after, floor)
+	if err != nil {
+		syncs := p.rec.Syncs()
+		failed := 0
+		for _, s := range syncs {
+			if !s.Succeeded {
+				failed++
+			}
+		}
+		return s, fmt.Errorf("no successful sync began after %s and ended after kube-proxy queued one for the topology labels (%s); %d syncs so far, %d of them failed: %w",
+			after.Format(time.RFC3339Nano), floor.Format(time.RFC3339Nano), len(syncs), failed, err)
+	}
+	return s, nil
 }

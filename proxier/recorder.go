@@ -55,6 +55,10 @@ type Sync struct {
 	FullCount int  `json:"fullCount"`
 	// Merged is how many syncs ended between two polls (normally 1).
 	Merged int `json:"merged"`
+	// Synced is kube-proxy's last-successful-sync timestamp after it,
+	// exact (kube-proxy sets it inside the sync, after programming); zero
+	// when the sync failed.
+	Synced time.Time `json:"synced,omitzero"`
 }
 
 // Programming is a change of kube-proxy's network programming latency
@@ -104,6 +108,7 @@ type recorder struct {
 	last      Totals // as of the last recorded sync
 	seen      Totals // as of the last poll
 	quietAt   time.Time
+	polledAt  time.Time // when the last poll began
 	pending   time.Time // End of a change seen but not yet recorded
 	syncs     []Sync
 	prog      []Programming
@@ -210,6 +215,7 @@ func (r *recorder) poll() {
 		return
 	}
 	r.gatherErr = nil
+	r.polledAt = before
 	if r.quietAt.IsZero() { // baseline
 		r.last, r.seen, r.quietAt = t, t, before
 		return
@@ -242,7 +248,12 @@ func (r *recorder) poll() {
 	if s := t.LastSynced.Add(-d); ok && s.After(start) {
 		start = s
 	}
+	var synced time.Time
+	if ok {
+		synced = t.LastSynced
+	}
 	r.syncs = append(r.syncs, Sync{
+		Synced:    synced,
 		Start:     start,
 		Succeeded: ok,
 		End:       r.pending,
@@ -254,6 +265,29 @@ func (r *recorder) poll() {
 	r.last, r.quietAt, r.pending = t, before, time.Time{}
 	close(r.changed)
 	r.changed = make(chan struct{})
+}
+
+// queuedAfter waits for a poll that began after t and returns
+// kube-proxy's last-queued timestamp as that poll read it.
+func (r *recorder) queuedAfter(ctx context.Context, t time.Time) (time.Time, error) {
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		r.mu.Lock()
+		polled, q, err := r.polledAt, r.seen.LastQueued, r.gatherErr
+		r.mu.Unlock()
+		if err != nil {
+			return time.Time{}, err
+		}
+		if polled.After(t) {
+			return q, nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 func floatTime(s float64) time.Time {
@@ -308,13 +342,13 @@ func (r *recorder) Syncs() []Sync {
 	return append([]Sync(nil), r.syncs...)
 }
 
-// waitFor implements WaitForSync; a sync it returns also began after floor,
-// even when nothing was queued since (the proxier was handed something
-// outside the last-queued gauge at floor).
+// waitFor implements WaitForSync; a sync it returns also set kube-proxy's
+// last-successful-sync timestamp after floor (Sync.Synced), even when
+// nothing was queued since.
 func (r *recorder) waitFor(ctx context.Context, after, floor time.Time) (Sync, error) {
 	for {
 		r.mu.Lock()
-		if n := len(r.syncs); n > 0 && r.syncs[n-1].Succeeded && r.syncs[n-1].Start.After(r.seen.LastQueued) && r.syncs[n-1].Start.After(floor) {
+		if n := len(r.syncs); n > 0 && r.syncs[n-1].Succeeded && r.syncs[n-1].Start.After(r.seen.LastQueued) && r.syncs[n-1].Synced.After(floor) {
 			s := r.syncs[n-1]
 			r.mu.Unlock()
 			return s, nil
@@ -322,7 +356,7 @@ func (r *recorder) waitFor(ctx context.Context, after, floor time.Time) (Sync, e
 		for i := len(r.syncs) - 1; i >= 0; i-- {
 			// A failed sync (an injected restore failure) programmed
 			// nothing: kube-proxy retries, and the wait goes on.
-			if r.syncs[i].Succeeded && r.syncs[i].Start.After(after) && r.syncs[i].Start.After(floor) {
+			if r.syncs[i].Succeeded && r.syncs[i].Start.After(after) && r.syncs[i].Synced.After(floor) {
 				s := r.syncs[i]
 				r.mu.Unlock()
 				return s, nil

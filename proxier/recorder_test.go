@@ -71,8 +71,8 @@ func TestRecorderSyncs(t *testing.T) {
 	base := time.Unix(1000, 0)
 	ms := func(n int) time.Time { return base.Add(time.Duration(n) * time.Millisecond) }
 	want := []Sync{
-		{Start: ms(1).Add(-500 * time.Millisecond), Succeeded: true, End: ms(4), Duration: 500 * time.Millisecond, Full: true, FullCount: 1, Merged: 1},
-		{Start: ms(5).Add(-250 * time.Millisecond), Succeeded: true, End: ms(8), Duration: 250 * time.Millisecond, Merged: 2},
+		{Start: ms(1).Add(-500 * time.Millisecond), Succeeded: true, End: ms(4), Duration: 500 * time.Millisecond, Full: true, FullCount: 1, Merged: 1, Synced: time.Unix(1000, 500_000)},
+		{Start: ms(5).Add(-250 * time.Millisecond), Succeeded: true, End: ms(8), Duration: 250 * time.Millisecond, Merged: 2, Synced: time.Unix(1000, 4_500_000)},
 	}
 	if diff := cmp.Diff(want, r.Syncs()); diff != "" {
 		t.Errorf("syncs (-want +got):\n%s", diff)
@@ -143,7 +143,7 @@ func TestRecorderGauges(t *testing.T) {
 	h[metricLastSynced] = [2]float64{1000.75}
 	r.poll()
 	got := r.Syncs()
-	want := []Sync{{Start: time.Unix(1000, 250_000_000), End: time.Unix(1000, 4_000_000), Succeeded: true, Duration: 500 * time.Millisecond, Full: true, FullCount: 1, Merged: 1}}
+	want := []Sync{{Start: time.Unix(1000, 250_000_000), End: time.Unix(1000, 4_000_000), Succeeded: true, Duration: 500 * time.Millisecond, Full: true, FullCount: 1, Merged: 1, Synced: time.Unix(1000, 750_000_000)}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("syncs (-want +got):\n%s", diff)
 	}
@@ -176,5 +176,33 @@ func TestOptionsConfig(t *testing.T) {
 				t.Fatalf("config() error = %v, wantErr %v", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestRecorderFloor: a floor (kube-proxy's last-queued time when the
+// proxier got something outside its informers) admits only a sync that
+// set kube-proxy's last-successful-sync time after it.
+func TestRecorderFloor(t *testing.T) {
+	h := fakeHistograms{metricSync: {0, 0}, metricSyncFull: {0, 0}, metricSyncPartial: {0, 0}, metricLastQueued: {1000.5}, metricLastSynced: {0}}
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	r := newRecorder(h.gather, v1.IPv4Protocol)
+	r.now = clock.now
+	r.poll()
+	h[metricSync] = [2]float64{1, 0.5}
+	h[metricSyncFull] = [2]float64{1, 0.5}
+	h[metricLastSynced] = [2]float64{1000.75}
+	r.poll()
+
+	q, err := r.queuedAfter(context.Background(), time.Unix(999, 0))
+	if err != nil || !q.Equal(time.Unix(1000, 500_000_000)) {
+		t.Errorf("queuedAfter = %v, %v; want the last-queued gauge, 1000.5", q, err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if s, err := r.waitFor(short, time.Time{}, time.Unix(1000, 800_000_000)); err == nil {
+		t.Errorf("waitFor returned %+v, whose last-successful-sync time is before the floor", s)
+	}
+	if s, err := r.waitFor(context.Background(), time.Time{}, time.Unix(1000, 700_000_000)); err != nil || s.Duration != 500*time.Millisecond {
+		t.Errorf("waitFor = %+v, %v; want the sync, which ended after the floor", s, err)
 	}
 }

@@ -24,6 +24,9 @@ type Startup struct {
 	// ServiceCIDRs.
 	ServiceCIDRs         []string  `json:"serviceCIDRs,omitempty"`
 	ServiceCIDRsReceived time.Time `json:"serviceCIDRsReceived,omitempty"`
+	// TopologyNotHanded is the Node's topology labels when kube-proxy had
+	// not been handed them 20 s into a sync step: the step went on.
+	TopologyNotHanded map[string]string `json:"topologyNotHanded,omitempty"`
 }
 
 // TopologyLate says whether the mode's first successful sync began before
@@ -82,14 +85,13 @@ func startupNotes(r *Result) []string {
 	var out []string
 	for i := range r.Modes {
 		m := &r.Modes[i]
+		if st := m.Startup; st != nil && len(st.TopologyNotHanded) > 0 {
+			out = append(out, fmt.Sprintf("%s: kube-proxy was not handed the node's topology labels (%s) within 20 s of a sync step (NodeTopologyConfig did not call OnTopologyChange): the step went on without them, and topology-aware Services spread over every zone until they came%s.",
+				m.Name, labelList(st.TopologyNotHanded), map[bool]string{true: " (they never did in this run)", false: ""}[st.TopologyReceived.IsZero()]))
+		}
 		if late, after, ok := m.TopologyLate(); late {
-			labels := m.Startup.TopologyLabels
-			var kv []string
-			for _, k := range slices.Sorted(maps.Keys(labels)) {
-				kv = append(kv, k+"="+labels[k])
-			}
 			n := fmt.Sprintf("%s: kube-proxy's first sync began before it was handed the node's topology labels (%s), so it programmed topology-aware Services without them; ",
-				m.Name, strings.Join(kv, ", "))
+				m.Name, labelList(m.Startup.TopologyLabels))
 			if ok {
 				n += fmt.Sprintf("its first sync with them ended %s later. kpsim's sync steps wait for that sync.", seconds(after.Seconds()))
 			} else {
@@ -109,4 +111,12 @@ func startupNotes(r *Result) []string {
 		}
 	}
 	return out
+}
+
+func labelList(labels map[string]string) string {
+	var kv []string
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		kv = append(kv, k+"="+labels[k])
+	}
+	return strings.Join(kv, ", ")
 }

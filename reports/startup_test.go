@@ -59,3 +59,11 @@ func TestTopologyLate(t *testing.T) {
 		})
 	}
 }
+
+func TestStartupNoteNotHanded(t *testing.T) {
+	m := ModeResult{Name: "nftables", Mode: "nftables", Startup: &Startup{TopologyNotHanded: map[string]string{"topology.kubernetes.io/zone": "zone-a"}}}
+	notes := startupNotes(&Result{Modes: []ModeResult{m}})
+	if len(notes) != 1 || !strings.Contains(notes[0], "not handed") || !strings.Contains(notes[0], "never did") {
+		t.Errorf("startupNotes = %q, want one note that the labels were never handed", notes)
+	}
+}
