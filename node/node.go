@@ -437,9 +437,10 @@ func (n *node) finish(ctx context.Context, clean bool) {
 			}
 			n.res.KernelCalls[c.Method] = cs
 		}
-		if in := n.proxier.Inputs(); !in.TopologyAt.IsZero() || !in.ServiceCIDRsAt.IsZero() || len(in.NotHanded) > 0 {
+		if in := n.proxier.Inputs(); !in.TopologyAt.IsZero() || !in.ServiceCIDRsAt.IsZero() || len(in.NotHanded) > 0 || in.NodeEventsHeld > 0 {
 			n.res.Startup = &reports.Startup{TopologyLabels: in.TopologyLabels, TopologyReceived: in.TopologyAt,
-				ServiceCIDRs: in.ServiceCIDRs, ServiceCIDRsReceived: in.ServiceCIDRsAt, TopologyNotHanded: in.NotHanded}
+				ServiceCIDRs: in.ServiceCIDRs, ServiceCIDRsReceived: in.ServiceCIDRsAt, TopologyNotHanded: in.NotHanded,
+				NodeEventsHeld: in.NodeEventsHeld}
 		}
 		t := n.proxier.Totals()
 		n.res.KubeProxyTotals = reports.Totals{SyncCount: t.SyncCount, SyncSeconds: t.SyncSeconds, FullCount: t.FullCount, FullSeconds: t.FullSeconds, PartialCount: t.PartialCount, PartialSeconds: t.PartialSeconds,

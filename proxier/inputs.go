@@ -32,6 +32,10 @@ import (
 type inputs struct {
 	now func() time.Time
 
+	// nodeEvents holds the Node configs' events until their handlers are
+	// registered (nodehandlers.go).
+	nodeEvents *nodeEventHold
+
 	mu       sync.Mutex
 	received Inputs
 	changed  chan struct{} // closed and replaced on every delivery
@@ -57,18 +61,23 @@ type Inputs struct {
 	// up waiting for the proxier to be handed them (inputsWait); nil when
 	// it was.
 	NotHanded map[string]string `json:"notHanded,omitempty"`
+	// NodeEventsHeld counts the Node events that reached kube-proxy's
+	// NodeConfig or NodeTopologyConfig before their handlers were
+	// registered: upstream would have handled each with a missing handler
+	// (nodehandlers.go); kpsim held them until the handlers were there.
+	NodeEventsHeld int `json:"nodeEventsHeld,omitempty"`
 }
 
 // inputsWait bounds how long WaitForAPI waits for the proxier to be handed
 // the Node's topology labels and the ServiceCIDRs. They normally arrive
-// within milliseconds of the informers' sync; in about one of twenty
-// starts here NodeTopologyConfig never called OnTopologyChange at all
-// (cause not found yet), and a sync step then goes on without them and
-// the run reports it rather than waiting out the step's timeout.
+// within milliseconds of the informers' sync. Before the Node events were
+// held (nodehandlers.go), about one start in twenty never got them at all:
+// a sync step then goes on without them and the run reports it rather
+// than waiting out the step's timeout.
 const inputsWait = 20 * time.Second
 
 func newInputs() *inputs {
-	return &inputs{now: time.Now, changed: make(chan struct{})}
+	return &inputs{now: time.Now, changed: make(chan struct{}), nodeEvents: newNodeEventHold()}
 }
 
 func (in *inputs) snapshot() Inputs {
@@ -78,6 +87,7 @@ func (in *inputs) snapshot() Inputs {
 	r.TopologyLabels = maps.Clone(r.TopologyLabels)
 	r.ServiceCIDRs = slices.Clone(r.ServiceCIDRs)
 	r.NotHanded = maps.Clone(r.NotHanded)
+	r.NodeEventsHeld = in.nodeEvents.Early()
 	return r
 }
 

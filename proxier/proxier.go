@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
+	v1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/kubernetes/pkg/features"
@@ -191,6 +192,7 @@ func Start(ctx context.Context, opts Options) (*Proxier, error) {
 	handlers := observedHandlers{
 		topology: topologyObserver{next: p.provider, in: p.inputs, delay: opts.topologyDelay},
 		cidrs:    serviceCIDRObserver{next: p.provider, in: p.inputs},
+		hold:     p.inputs.nodeEvents,
 	}
 	if err := wireInformers(ctx, cfg, opts.Client, p.provider, handlers, nodeManager); err != nil {
 		return nil, err
@@ -253,12 +255,15 @@ func (opts Options) config() (*kubeproxyconfig.KubeProxyConfiguration, error) {
 type observedHandlers struct {
 	topology config.NodeTopologyHandler
 	cidrs    config.ServiceCIDRHandler
+	hold     *nodeEventHold
 }
 
 // wireInformers mirrors ProxyServer.Run in cmd/kube-proxy/app/server.go
 // (v1.37.1, lines ~564-641). Differences: the informers stop with ctx
-// instead of wait.NeverStop, no healthz or metrics server is served, and
-// the topology and ServiceCIDR handlers are observed (observedHandlers).
+// instead of wait.NeverStop, no healthz or metrics server is served, the
+// topology and ServiceCIDR handlers are observed (observedHandlers), and
+// the Node configs' events wait until their handlers are registered
+// (nodehandlers.go: upstream races there).
 //
 // The fake clientset applies label selectors on List but no selector on
 // Watch, and no field selector at all: Services labelled
@@ -318,10 +323,25 @@ func wireInformers(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfigurat
 	endpointSliceInformerFactory.Start(ctx.Done())
 	serviceInformerFactory.Start(ctx.Done())
 
-	nodeConfig := config.NewNodeConfig(ctx, nodeManager.NodeInformer(), resync)
-	nodeConfig.RegisterEventHandler(nodeManager)
-	nodeTopologyConfig := config.NewNodeTopologyConfig(ctx, nodeManager.NodeInformer(), resync)
-	nodeTopologyConfig.RegisterEventHandler(observed.topology)
-	go nodeConfig.Run(ctx.Done())
+	wireNodeHandlers(ctx, resync, nodeManager.NodeInformer(), nodeManager, observed.topology, observed.hold, nil)
 	return nil
+}
+
+// wireNodeHandlers is the end of ProxyServer.Run: the Node configs on the
+// NodeManager's running informer, their events held until both handlers
+// are registered (nodehandlers.go). gap, for tests, runs between building
+// each config and registering its handler.
+func wireNodeHandlers(ctx context.Context, resync time.Duration, informer v1informers.NodeInformer, nodeHandler config.NodeHandler, topology config.NodeTopologyHandler, hold *nodeEventHold, gap func()) {
+	if gap == nil {
+		gap = func() {}
+	}
+	informer = heldNodeInformer{NodeInformer: informer, hold: hold}
+	nodeConfig := config.NewNodeConfig(ctx, informer, resync)
+	gap()
+	nodeConfig.RegisterEventHandler(nodeHandler)
+	nodeTopologyConfig := config.NewNodeTopologyConfig(ctx, informer, resync)
+	gap()
+	nodeTopologyConfig.RegisterEventHandler(topology)
+	hold.release()
+	go nodeConfig.Run(ctx.Done())
 }

@@ -27,6 +27,12 @@ type Startup struct {
 	// TopologyNotHanded is the Node's topology labels when kube-proxy had
 	// not been handed them 20 s into a sync step: the step went on.
 	TopologyNotHanded map[string]string `json:"topologyNotHanded,omitempty"`
+	// NodeEventsHeld counts the Node events that reached kube-proxy's
+	// NodeConfig or NodeTopologyConfig before their handlers were
+	// registered (kube-proxy registers them on a running informer: a
+	// race that, unheld, loses the node's zone or panics). kpsim held
+	// them until the handlers were registered.
+	NodeEventsHeld int `json:"nodeEventsHeld,omitempty"`
 }
 
 // TopologyLate says whether the mode's first successful sync began before
@@ -88,6 +94,10 @@ func startupNotes(r *Result) []string {
 		if st := m.Startup; st != nil && len(st.TopologyNotHanded) > 0 {
 			out = append(out, fmt.Sprintf("%s: kube-proxy was not handed the node's topology labels (%s) within 20 s of a sync step (NodeTopologyConfig did not call OnTopologyChange): the step went on without them, and topology-aware Services spread over every zone until they came%s.",
 				m.Name, labelList(st.TopologyNotHanded), map[bool]string{true: " (they never did in this run)", false: ""}[st.TopologyReceived.IsZero()]))
+		}
+		if st := m.Startup; st != nil && st.NodeEventsHeld > 0 {
+			out = append(out, fmt.Sprintf("%s: %d Node event(s) reached kube-proxy's NodeConfig or NodeTopologyConfig before their handlers were registered (cmd/kube-proxy registers them on the running Node informer). Unheld, kube-proxy would have missed the node's zone for good or panicked (nil *NodeManager); kpsim held the events until the handlers were registered.",
+				m.Name, st.NodeEventsHeld))
 		}
 		if late, after, ok := m.TopologyLate(); late {
 			n := fmt.Sprintf("%s: kube-proxy's first sync began before it was handed the node's topology labels (%s), so it programmed topology-aware Services without them; ",

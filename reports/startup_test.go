@@ -67,3 +67,16 @@ func TestStartupNoteNotHanded(t *testing.T) {
 		t.Errorf("startupNotes = %q, want one note that the labels were never handed", notes)
 	}
 }
+
+func TestStartupNoteNodeEventsHeld(t *testing.T) {
+	for _, held := range []int{0, 2} {
+		m := ModeResult{Name: "iptables-legacy", Mode: "iptables", Startup: &Startup{NodeEventsHeld: held}}
+		notes := startupNotes(&Result{Modes: []ModeResult{m}})
+		if got := len(notes); got != min(held, 1) {
+			t.Errorf("held %d: %d notes %q, want %d", held, got, notes, min(held, 1))
+		}
+		if held > 0 && len(notes) == 1 && !strings.Contains(notes[0], "2 Node event(s)") {
+			t.Errorf("held %d: note %q does not give the count", held, notes[0])
+		}
+	}
+}
