@@ -20,6 +20,7 @@ func TestMain(m *testing.M) {
 	RegisterNodeMain(fixtureNodeMain, runFixtureNode)
 	RegisterNodeMain(phaseNodeMain, runPhaseNode)
 	RegisterNodeMain(churnNodeMain, runChurnNode)
+	RegisterNodeMain(dataplaneNodeMain, runDataplaneNode)
 	if Init() {
 		return // never reached: Init exits in a node process
 	}

@@ -1,18 +1,17 @@
 package netns
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/kpsim/kpsim/toolexec"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -83,24 +82,10 @@ var snapshotSysctlGlobs = []string{
 // netlink dumps and /proc/sys. Call it from the orchestrator, never from a
 // node process.
 func TakeHostSnapshot() (*HostSnapshot, error) {
-	return takeSnapshot(context.Background(), exec.LookPath, runTool)
+	return takeSnapshot(context.Background(), &toolexec.Exec{})
 }
 
-// runTool runs a dump tool and returns its stdout.
-func runTool(ctx context.Context, argv []string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return out, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return out, nil
-}
-
-func takeSnapshot(ctx context.Context, lookPath func(string) (string, error), run func(context.Context, []string) ([]byte, error)) (*HostSnapshot, error) {
+func takeSnapshot(ctx context.Context, tools toolexec.Runner) (*HostSnapshot, error) {
 	s := &HostSnapshot{Taken: time.Now(), Rulesets: map[string]string{}, Sysctls: map[string]string{}}
 	var err error
 	if s.NetNS, err = threadNetNSInode(); err != nil {
@@ -108,11 +93,13 @@ func takeSnapshot(ctx context.Context, lookPath func(string) (string, error), ru
 	}
 	for _, argv := range snapshotTools {
 		name := strings.Join(argv, " ")
-		if _, err := lookPath(argv[0]); err != nil {
+		if _, err := tools.LookPath(argv[0]); err != nil {
 			s.Missing = append(s.Missing, argv[0])
 			continue
 		}
-		out, err := run(ctx, argv)
+		toolCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		out, err := tools.Run(toolCtx, toolexec.Command(argv[0], argv[1:]...))
+		cancel()
 		if err != nil {
 			s.Rulesets[name] = "error: " + err.Error()
 			continue

@@ -15,20 +15,20 @@ func (n *node) readDataplane(ctx context.Context, when string) (map[string]int, 
 	var dumps []rules.Dump
 	switch n.ms.Mode {
 	case scenarios.ModeIPTables:
-		d, err := rules.ReadIPTables(ctx, n.ms.Backend)
+		d, err := rules.ReadIPTables(ctx, n.tools, n.ms.Backend)
 		if err != nil {
 			return nil, fmt.Errorf("reading iptables rules (%s): %w", when, err)
 		}
 		dumps = append(dumps, d)
 	case scenarios.ModeNFTables:
-		d, err := rules.ReadNFTables(ctx)
+		d, err := rules.ReadNFTables(ctx, n.tools)
 		if err != nil {
 			return nil, fmt.Errorf("reading nftables rules (%s): %w", when, err)
 		}
 		dumps = append(dumps, d)
 	case scenarios.ModeIPVS:
 		// The IPVS dump holds the iptables rules IPVS mode writes too.
-		d, err := rules.ReadIPVS(ctx, n.ms.Backend)
+		d, err := rules.ReadIPVS(ctx, n.tools, n.ms.Backend)
 		if err != nil {
 			return nil, fmt.Errorf("reading IPVS, ipset and iptables state (%s): %w", when, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"slices"
 	"sort"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 	"github.com/kpsim/kpsim/reports"
 	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/sim"
+	"github.com/kpsim/kpsim/toolexec"
 )
 
 func init() {
@@ -30,6 +32,10 @@ func init() {
 // pods, the upstream proxier and the scenario's steps. Whatever happens,
 // it returns a ModeResult with what was measured.
 func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
+	// This process is kube-proxy's: Go's default GOMAXPROCS, as kube-proxy
+	// runs with, not the 32 the node framework sets for blocking socket
+	// calls (those run in the dataplane process now).
+	runtime.SetDefaultGOMAXPROCS()
 	var in Input
 	if err := env.Recv(&in); err != nil {
 		return fmt.Errorf("reading node input: %w", err)
@@ -38,7 +44,7 @@ func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
 		return err
 	}
 	if in.Calibrate != "" {
-		return env.SetResult(Result{Version: ProtocolVersion, Calibration: calibration(proxier.Calibrate(ctx, in.Calibrate))})
+		return env.SetResult(Result{Version: ProtocolVersion, Calibration: calibration(proxier.Calibrate(ctx, &toolexec.Exec{}, in.Calibrate))})
 	}
 	// The orchestrator validated the same bytes; loading them again here
 	// keeps the node self-contained (and the VM runner will need it).
@@ -56,7 +62,7 @@ func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
 		return fmt.Errorf("scenario has no mode entry %q", in.Mode)
 	}
 	res := &reports.ModeResult{Name: ms.Name, Mode: ms.Mode, Backend: ms.Backend}
-	n := &node{env: env, s: s, ms: ms, res: res, outDir: in.OutDir, probeTimeout: 2 * time.Second}
+	n := &node{env: env, s: s, ms: ms, res: res, outDir: in.OutDir, probeTimeout: 2 * time.Second, tools: &toolexec.Exec{}}
 	if in.InVM {
 		// Under software emulation a loaded guest answered 0.3-0.8% of
 		// connections after more than 2 s (2000x10, iptables).
@@ -80,7 +86,7 @@ func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
 	if calBackend == "" {
 		calBackend = scenarios.BackendLegacy
 	}
-	res.Calibration = calibration(proxier.Calibrate(ctx, calBackend))
+	res.Calibration = calibration(proxier.Calibrate(ctx, n.tools, calBackend))
 	runErr := n.run(ctx)
 	if runErr != nil {
 		res.Error = runErr.Error()
@@ -97,7 +103,9 @@ type node struct {
 	outDir string
 
 	cluster *sim.Cluster
-	pods    *netns.PodNetwork
+	// pods are the fake pods and the prober, in the node's dataplane
+	// process: their CPU time and memory are not kube-proxy's.
+	pods    *netns.Dataplane
 	proxier *proxier.Proxier
 	engine  *sim.Engine
 	// lastWrite is when the last API write of a churn step returned.
@@ -113,6 +121,12 @@ type node struct {
 	// oracle: this node runs the oracle's fresh proxier, without faults.
 	oracle bool
 	memory *memorySampler
+	// tools runs the programs the node itself runs (rule readers,
+	// calibration) and keeps their CPU time apart from kube-proxy's.
+	tools *toolexec.Exec
+	// atProxierStart is the node process's resource use just before the
+	// proxier started: kube-proxy's CPU time is counted from there.
+	atProxierStart usage
 	// stepMutations and stepSkipped count the current churn step's
 	// mutations (onMutation).
 	stepMutations, stepSkipped int
@@ -165,6 +179,7 @@ func (n *node) run(ctx context.Context) error {
 
 // startProxier starts the upstream proxier of the node's mode on client.
 func (n *node) startProxier(ctx context.Context, client kubernetes.Interface) error {
+	n.atProxierStart = n.readUsage()
 	cfg, err := proxyConfig(n.s.Spec.Proxy, n.ms.Proxy)
 	if err != nil {
 		return err
@@ -365,7 +380,7 @@ func (n *node) startPods() error {
 		}
 	}
 	var err error
-	n.pods, err = n.env.NewPodNetwork(netns.PodNetworkConfig{
+	n.pods, err = n.env.StartDataplane(netns.PodNetworkConfig{
 		Ports:                 np,
 		AddressesPerNamespace: per,
 		ClientPodIP:           model.PodCIDR.Addr().Next(),
@@ -470,20 +485,60 @@ func calibration(c proxier.Calibration) *reports.Calibration {
 	return out
 }
 
-// finishResources records the node process's CPU time and peak memory.
+// finishResources records kube-proxy's CPU time and memory (the node
+// process's from the proxier's start) and the harness's (the dataplane
+// process's), read before the dataplane process is reaped, so its CPU
+// time is not among the node's children.
 func (n *node) finishResources() {
 	if n.memory != nil {
 		n.res.Resources.Memory = n.memory.Samples()
 		n.res.Resources.MemorySampleSeconds = memoryEvery.Seconds()
 	}
+	if n.pods != nil {
+		if u, err := n.pods.Usage(); err == nil {
+			n.res.Resources.Harness = &reports.HarnessResources{CPUSeconds: u.CPUSeconds, MaxRSSBytes: u.MaxRSSBytes}
+		} else {
+			klog.ErrorS(err, "Reading the dataplane process's resource use")
+		}
+	}
+	end, start := n.readUsage(), n.atProxierStart
+	n.res.Resources.CPUSeconds = end.self - start.self
+	// The node's own programs (rule readers) are among its children too;
+	// wait4 gave each one's CPU time, so they come off exactly.
+	tools := end.tools - start.tools
+	n.res.Resources.ChildCPUSeconds = end.children - start.children - tools
+	n.res.Resources.MaxRSSBytes = end.maxRSS
+	n.res.Resources.StartRSSBytes = start.rss
+	if h := n.res.Resources.Harness; h != nil {
+		h.ProgramCPUSeconds = tools
+		h.Programs = end.runs - start.runs
+	}
+}
+
+// usage is the node process's getrusage(2) at one moment.
+type usage struct {
+	self, children float64 // CPU seconds, user+system
+	maxRSS, rss    int64
+	// tools and runs: the CPU seconds and count of n.tools's programs.
+	tools float64
+	runs  int
+}
+
+func (n *node) readUsage() usage {
+	var u usage
+	var cpu time.Duration
+	u.runs, cpu = n.tools.Usage()
+	u.tools = cpu.Seconds()
 	var self, children syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &self) == nil {
-		n.res.Resources.CPUSeconds = tv(self.Utime) + tv(self.Stime)
-		n.res.Resources.MaxRSSBytes = self.Maxrss * 1024 // kilobytes on Linux
+		u.self = tv(self.Utime) + tv(self.Stime)
+		u.maxRSS = self.Maxrss * 1024 // kilobytes on Linux
 	}
 	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children) == nil {
-		n.res.Resources.ChildCPUSeconds = tv(children.Utime) + tv(children.Stime)
+		u.children = tv(children.Utime) + tv(children.Stime)
 	}
+	u.rss = rssBytes()
+	return u
 }
 
 func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }

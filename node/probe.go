@@ -171,19 +171,19 @@ func (n *node) probeTarget(ctx context.Context, spec netns.ProbeSpec, affinity b
 func (n *node) impliedShares(ctx context.Context, targets []probeTarget) (map[string]rules.ServiceShares, error) {
 	switch n.ms.Mode {
 	case scenarios.ModeIPTables:
-		d, err := rules.ReadIPTables(ctx, n.ms.Backend)
+		d, err := rules.ReadIPTables(ctx, n.tools, n.ms.Backend)
 		if err != nil {
 			return nil, err
 		}
 		return rules.ImpliedIPTables(d.IPv4)
 	case scenarios.ModeNFTables:
-		d, err := rules.ReadNFTables(ctx)
+		d, err := rules.ReadNFTables(ctx, n.tools)
 		if err != nil {
 			return nil, err
 		}
 		return rules.ImpliedNFTables(d.JSON, "ip")
 	case scenarios.ModeIPVS:
-		d, err := rules.ReadIPVS(ctx, n.ms.Backend)
+		d, err := rules.ReadIPVS(ctx, n.tools, n.ms.Backend)
 		if err != nil {
 			return nil, err
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/kpsim/kpsim/netns"
 	"github.com/kpsim/kpsim/proxier/rules"
 	"github.com/kpsim/kpsim/reports"
+	"github.com/kpsim/kpsim/toolexec"
 )
 
 // The distribution test's self-check on a real kernel: a deliberately
@@ -139,7 +140,7 @@ func runSkewNode(ctx context.Context, env *netns.NodeEnv) error {
 	if out, err := restore.CombinedOutput(); err != nil {
 		return fmt.Errorf("iptables-legacy-restore: %w: %s", err, out)
 	}
-	dump, err := rules.ReadIPTables(ctx, "legacy")
+	dump, err := rules.ReadIPTables(ctx, &toolexec.Exec{}, "legacy")
 	if err != nil {
 		return err
 	}

@@ -17,14 +17,15 @@ import (
 func TestLayers(t *testing.T) {
 	const module = "github.com/kpsim/kpsim/"
 	allowed := map[string][]string{
+		"toolexec":      {},
 		"scenarios":     {},
 		"sim":           {"scenarios"},
-		"proxier/rules": {},
-		"proxier":       {"scenarios", "proxier/rules"},
+		"proxier/rules": {"toolexec"},
+		"proxier":       {"scenarios", "proxier/rules", "toolexec"},
 		"reports":       {"scenarios", "proxier/rules"},
-		"netns":         {},
-		"node":          {"scenarios", "sim", "proxier", "proxier/rules", "netns", "reports"},
-		"orchestrator":  {"scenarios", "proxier", "proxier/rules", "netns", "node", "reports"},
+		"netns":         {"toolexec"},
+		"node":          {"scenarios", "sim", "proxier", "proxier/rules", "netns", "reports", "toolexec"},
+		"orchestrator":  {"scenarios", "proxier", "proxier/rules", "netns", "node", "reports", "toolexec"},
 		"cmd/kpsim":     {"scenarios", "proxier", "netns", "orchestrator", "reports"},
 	}
 	for pkg, ok := range allowed {

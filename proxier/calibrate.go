@@ -5,11 +5,11 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net"
-	"os/exec"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/kpsim/kpsim/toolexec"
 	"github.com/vishvananda/netlink"
 )
 
@@ -42,21 +42,22 @@ type Calibration struct {
 // ipset set, an iptables chain, addresses on lo. Call it in a node
 // process, before the proxier starts. backend selects the iptables
 // binaries ("legacy" or "nft"). Kinds whose tool is missing are left out.
-func Calibrate(ctx context.Context, backend string) Calibration {
+func Calibrate(ctx context.Context, tools toolexec.Runner, backend string) Calibration {
 	c := Calibration{Kinds: map[string]CalibrationKind{}}
-	if _, err := exec.LookPath("ipset"); err == nil {
+	if _, err := tools.LookPath("ipset"); err == nil {
 		// Upstream's ipset interface runs one ipset program per call.
 		if k, err := timeRuns(ctx, "ipset create + destroy (2 program runs)", 10, 2, func() error {
-			if err := run(ctx, "ipset", "create", "kpsim-calibrate", "hash:ip"); err != nil {
+			if _, err := tools.Run(ctx, toolexec.Command("ipset", "create", "kpsim-calibrate", "hash:ip")); err != nil {
 				return err
 			}
-			return run(ctx, "ipset", "destroy", "kpsim-calibrate")
+			_, err := tools.Run(ctx, toolexec.Command("ipset", "destroy", "kpsim-calibrate"))
+			return err
 		}); err == nil {
 			c.Kinds[KernelKindIPSet] = k
 		}
 	}
 	restore := "iptables-" + backend + "-restore"
-	if _, err := exec.LookPath(restore); err == nil {
+	if _, err := tools.LookPath(restore); err == nil {
 		var add, del strings.Builder
 		add.WriteString("*nat\n:KPSIM-CALIBRATE - [0:0]\n")
 		for i := range 50 {
@@ -65,13 +66,12 @@ func Calibrate(ctx context.Context, backend string) Calibration {
 		add.WriteString("COMMIT\n")
 		del.WriteString("*nat\n-X KPSIM-CALIBRATE\nCOMMIT\n")
 		if k, err := timeRuns(ctx, restore+" --noflush: add a 50-rule chain, flush it, delete it (per program run)", 10, 3, func() error {
-			if err := runInput(ctx, add.String(), restore, "--noflush"); err != nil {
-				return err
+			for _, in := range []string{add.String(), "*nat\n-F KPSIM-CALIBRATE\nCOMMIT\n", del.String()} {
+				if _, err := tools.Run(ctx, toolexec.Cmd{Name: restore, Args: []string{"--noflush"}, Stdin: in}); err != nil {
+					return err
+				}
 			}
-			if err := runInput(ctx, "*nat\n-F KPSIM-CALIBRATE\nCOMMIT\n", restore, "--noflush"); err != nil {
-				return err
-			}
-			return runInput(ctx, del.String(), restore, "--noflush")
+			return nil
 		}); err == nil {
 			c.Kinds[KernelKindIPTables] = k
 		}
@@ -114,21 +114,4 @@ func timeRuns(ctx context.Context, op string, runs, ops int, f func() error) (Ca
 	}
 	sort.Float64s(xs)
 	return CalibrationKind{Op: op, Runs: runs, Median: xs[len(xs)/2], Min: xs[0], Max: xs[len(xs)-1]}, nil
-}
-
-func run(ctx context.Context, name string, args ...string) error {
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, out)
-	}
-	return nil
-}
-
-func runInput(ctx context.Context, input, name string, args ...string) error {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Stdin = strings.NewReader(input)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%s: %w: %s", name, err, out)
-	}
-	return nil
 }

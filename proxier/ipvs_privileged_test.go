@@ -16,6 +16,7 @@ import (
 
 	"github.com/kpsim/kpsim/netns"
 	"github.com/kpsim/kpsim/proxier/rules"
+	"github.com/kpsim/kpsim/toolexec"
 )
 
 const ipvsNodeMain = "proxier-ipvs-test"
@@ -79,7 +80,7 @@ func runIPVSNode(ctx context.Context, env *netns.NodeEnv) error {
 	// calls are those before it ended.
 	out.FirstSync = p.Syncs()[0]
 	out.FirstSyncCalls = SumKernelCalls(p.KernelCalls(), time.Time{}, out.FirstSync.End)
-	d, err := rules.ReadIPVS(ctx, in.Backend)
+	d, err := rules.ReadIPVS(ctx, &toolexec.Exec{}, in.Backend)
 	if err != nil {
 		return err
 	}

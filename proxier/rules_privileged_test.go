@@ -19,6 +19,7 @@ import (
 
 	"github.com/kpsim/kpsim/netns"
 	"github.com/kpsim/kpsim/proxier/rules"
+	"github.com/kpsim/kpsim/toolexec"
 )
 
 // -capture-rules rewrites rules/testdata/kube-proxy-* (the parsers'
@@ -99,13 +100,13 @@ func runRulesNode(ctx context.Context, env *netns.NodeEnv) error {
 	var out rulesOutput
 	var d rules.Dump
 	if in.Mode == ModeIPTables {
-		ipt, err := rules.ReadIPTables(ctx, in.Backend)
+		ipt, err := rules.ReadIPTables(ctx, &toolexec.Exec{}, in.Backend)
 		if err != nil {
 			return err
 		}
 		out.IPv4, out.IPv6, out.IPTables, d = ipt.IPv4, ipt.IPv6, ipt, ipt
 	} else {
-		nft, err := rules.ReadNFTables(ctx)
+		nft, err := rules.ReadNFTables(ctx, &toolexec.Exec{})
 		if err != nil {
 			return err
 		}

@@ -9,7 +9,12 @@ import (
 
 // SchemaVersion names the result format. Readers refuse other versions, so
 // the format can change under a new name without old files being misread.
-const SchemaVersion = "kpsim.dev/result/v1alpha1"
+// v1alpha2: Resources are kube-proxy's process only, the harness's apart.
+const SchemaVersion = "kpsim.dev/result/v1alpha2"
+
+// schemaV1alpha1 is still read: it differs only in what Resources covered
+// (the node process with the responders and the prober in it).
+const schemaV1alpha1 = "kpsim.dev/result/v1alpha1"
 
 // Result is everything one `kpsim run` measured: one entry per mode, the
 // environment it ran in, the host check and the expectations verdict. It
@@ -372,21 +377,52 @@ type Probe struct {
 	Seconds         float64 `json:"seconds"`
 }
 
-// Resources of a node process, from getrusage(2).
+// Resources of a mode's run, from getrusage(2). The node process runs
+// kube-proxy: the proxier, its informers, the fake API it lists from, the
+// recorder, and the step runner's API writes. The fake pods' responders
+// and the prober run in the node's dataplane process: the harness's cost,
+// reported apart (Harness).
 type Resources struct {
-	// CPUSeconds is user+system CPU time of the node process itself.
+	// CPUSeconds is user+system CPU time of the node process from the
+	// proxier's start to the end of the run (in schema v1alpha1: the
+	// node process's whole life, responders and prober included).
 	CPUSeconds float64 `json:"cpuSeconds"`
-	// ChildCPUSeconds is that of the programs it ran and waited for
-	// (iptables-restore, nft, ...).
+	// ChildCPUSeconds is that of the programs kube-proxy ran and waited
+	// for in that time (iptables-restore, nft, ipset, ...): the node
+	// process's children less the readers kpsim ran (Harness).
 	ChildCPUSeconds float64 `json:"childCPUSeconds"`
-	// MaxRSSBytes is the node process's peak resident set size.
-	MaxRSSBytes int64 `json:"maxRSSBytes"`
+	// MaxRSSBytes is the node process's peak resident set size over its
+	// life; StartRSSBytes its resident set when the proxier started (the
+	// fake API's objects, the Go runtime), part of that peak.
+	MaxRSSBytes   int64 `json:"maxRSSBytes"`
+	StartRSSBytes int64 `json:"startRSSBytes,omitempty"`
+	// Harness is the dataplane process's own use, over its whole life;
+	// nil when none ran (the oracle's node, schema v1alpha1).
+	Harness *HarnessResources `json:"harness,omitempty"`
 	// Memory samples the node process every MemorySampleSeconds: resident
 	// set (/proc/self/statm) and Go heap in use (runtime.MemStats
 	// HeapAlloc), from the fake cluster's build to the end.
 	Memory              []MemorySample `json:"memory,omitempty"`
 	MemorySampleSeconds float64        `json:"memorySampleSeconds,omitempty"`
 }
+
+// HarnessResources is what the harness cost beside kube-proxy.
+type HarnessResources struct {
+	// CPUSeconds and MaxRSSBytes are the dataplane process's
+	// getrusage(RUSAGE_SELF), read inside it at the end of the run: the
+	// fake pods' responders and the prober.
+	CPUSeconds  float64 `json:"cpuSeconds"`
+	MaxRSSBytes int64   `json:"maxRSSBytes"`
+	// ProgramCPUSeconds is the CPU time of the Programs the node process
+	// ran itself after the proxier started (iptables-save, nft list, ipset
+	// save for the rule counts, the shares and the oracle), from wait4:
+	// taken out of ChildCPUSeconds.
+	ProgramCPUSeconds float64 `json:"programCPUSeconds"`
+	Programs          int     `json:"programs"`
+}
+
+// KubeProxyCPUSeconds is the node process's CPU time and its programs'.
+func (r Resources) KubeProxyCPUSeconds() float64 { return r.CPUSeconds + r.ChildCPUSeconds }
 
 // MemorySample is one sample of the node's memory.
 type MemorySample struct {
@@ -522,7 +558,7 @@ func ReadFile(path string) (*Result, error) {
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, fmt.Errorf("%s: decoding result: %w", path, err)
 	}
-	if r.SchemaVersion != SchemaVersion {
+	if r.SchemaVersion != SchemaVersion && r.SchemaVersion != schemaV1alpha1 {
 		return nil, fmt.Errorf("%s: result schema %q, this kpsim reads %q", path, r.SchemaVersion, SchemaVersion)
 	}
 	return &r, nil

@@ -18,11 +18,11 @@ func WriteSummary(w io.Writer, r *Result) error {
 	fmt.Fprintf(w, "kernel %s (%s), %d CPUs, kube-proxy %s, %s\n\n", env.KernelRelease, env.Kernel, env.CPUs, env.KubeProxyVersion, env.GoVersion)
 
 	t := newTable(w)
-	t.Header([]string{"mode", "first sync", "syncs (full/partial)", "p50", "p90", "p99", "max", "prog. latency: kube-proxy mean (n)", "end-to-end p50/p99 (n)", "rules", "probes ok/sent (stray)", "cpu", "max rss"})
+	t.Header([]string{"mode", "first sync", "syncs (full/partial)", "p50", "p90", "p99", "max", "prog. latency: kube-proxy mean (n)", "end-to-end p50/p99 (n)", "rules", "probes ok/sent (stray)", "kube-proxy cpu", "kube-proxy rss", "harness cpu, rss"})
 	for i := range r.Modes {
 		m := &r.Modes[i]
 		if m.Skipped != "" {
-			_ = t.Append([]string{m.Name, "skipped: " + m.Skipped, "", "", "", "", "", "", "", "", "", "", ""})
+			_ = t.Append([]string{m.Name, "skipped: " + m.Skipped, "", "", "", "", "", "", "", "", "", "", "", ""})
 			continue
 		}
 		row := []string{m.Name}
@@ -52,7 +52,7 @@ func WriteSummary(w io.Writer, r *Result) error {
 		}
 		row = append(row, np, e2e, headlineRules(m.Rules))
 		probes := probeCell(m)
-		row = append(row, probes, fmt.Sprintf("%.1fs", m.Resources.CPUSeconds+m.Resources.ChildCPUSeconds), fmt.Sprintf("%d MB", m.Resources.MaxRSSBytes>>20))
+		row = append(row, probes, fmt.Sprintf("%.1fs", m.Resources.KubeProxyCPUSeconds()), fmt.Sprintf("%d MB", m.Resources.MaxRSSBytes>>20), harnessCell(m.Resources))
 		_ = t.Append(row)
 	}
 	if err := t.Render(); err != nil {
@@ -189,4 +189,14 @@ func firstLine(s string) string {
 // newTable is a terminal table whose headers are printed as written.
 func newTable(w io.Writer) *tablewriter.Table {
 	return tablewriter.NewTable(w, tablewriter.WithHeaderAutoFormat(tw.Off))
+}
+
+// harnessCell is the harness's CPU time (the dataplane process and the
+// node's rule readers) and the dataplane process's peak RSS; "-" when the
+// run had none apart (schema v1alpha1 counted it in the node's).
+func harnessCell(r Resources) string {
+	if r.Harness == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fs, %d MB", r.Harness.CPUSeconds+r.Harness.ProgramCPUSeconds, r.Harness.MaxRSSBytes>>20)
 }

@@ -6,10 +6,12 @@
 // rules from the sampling error of probes.
 //
 // The parsers take bytes and return values; the readers (ReadIPTables,
-// ReadNFTables, ReadIPVS) run the standard tools in the calling process's
-// network namespace and hand their output to the parsers.
+// ReadNFTables, ReadIPVS) run the standard tools through a toolexec.Runner
+// in the calling process's network namespace and hand their output to the
+// parsers.
 //
-// It must import only the standard library: no k8s.io module, nothing of
+// It must import only the standard library and package toolexec (itself
+// standard library only): no k8s.io module, nothing of
 // package proxier. Its unit tests and fuzz targets then build a small
 // binary that coverage instrumentation keeps fast (thousands of executions
 // a second instead of a few with the kube imports). Anything that needs

@@ -39,11 +39,11 @@ func TestSaveDumps(t *testing.T) {
 		"nft list ruleset":      string(readTestdata(t, "kube-proxy-nft.txt")),
 		"nft -j list ruleset":   string(readTestdata(t, "kube-proxy-nft.json")),
 	}}
-	ipt, err := readIPTables(ctx, BackendLegacy, f.run)
+	ipt, err := ReadIPTables(ctx, f, BackendLegacy)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nft, err := readNFTables(ctx, f.run)
+	nft, err := ReadNFTables(ctx, f)
 	if err != nil {
 		t.Fatal(err)
 	}

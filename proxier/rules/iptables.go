@@ -5,10 +5,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/kpsim/kpsim/toolexec"
 )
 
 // Backends of the iptables binaries: iptables-<backend>-save.
@@ -59,29 +60,10 @@ type IPTablesTable struct {
 	EXT int `json:"ext"`
 }
 
-// runFunc runs a program and returns its standard output; the error
-// carries the command and its standard error.
-type runFunc func(ctx context.Context, name string, args ...string) ([]byte, error)
-
-func execRun(ctx context.Context, name string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %s", cmd, err, strings.TrimSpace(stderr.String()))
-	}
-	return out, nil
-}
-
 // ReadIPTables runs iptables-<backend>-save and ip6tables-<backend>-save
 // (backend "legacy" or "nft") in the calling process's network namespace
 // and parses their output.
-func ReadIPTables(ctx context.Context, backend string) (*IPTablesDump, error) {
-	return readIPTables(ctx, backend, execRun)
-}
-
-func readIPTables(ctx context.Context, backend string, run runFunc) (*IPTablesDump, error) {
+func ReadIPTables(ctx context.Context, run toolexec.Runner, backend string) (*IPTablesDump, error) {
 	if backend != BackendLegacy && backend != BackendNFT {
 		return nil, fmt.Errorf("read iptables: backend %q: want %q or %q", backend, BackendLegacy, BackendNFT)
 	}
@@ -95,7 +77,7 @@ func readIPTables(ctx context.Context, backend string, run runFunc) (*IPTablesDu
 		{"iptables-" + backend + "-save", &d.IPv4, &d.v4, &d.V4},
 		{"ip6tables-" + backend + "-save", &d.IPv6, &d.v6, &d.V6},
 	} {
-		out, err := run(ctx, f.bin)
+		out, err := run.Run(ctx, toolexec.Command(f.bin))
 		if err != nil {
 			return nil, fmt.Errorf("read iptables: %w", err)
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/kpsim/kpsim/toolexec"
 )
 
 // -update-rules rewrites the golden files testdata/*.normalized.
@@ -263,8 +264,10 @@ type fakeRun struct {
 	calls []string
 }
 
-func (f *fakeRun) run(_ context.Context, name string, args ...string) ([]byte, error) {
-	call := strings.Join(append([]string{name}, args...), " ")
+func (f *fakeRun) LookPath(file string) (string, error) { return "/usr/sbin/" + file, nil }
+
+func (f *fakeRun) Run(_ context.Context, c toolexec.Cmd) ([]byte, error) {
+	call := c.String()
 	f.calls = append(f.calls, call)
 	if f.fail[call] {
 		return nil, errors.New(call + ": exit status 1: boom")
@@ -280,7 +283,7 @@ func TestReadIPTables(t *testing.T) {
 	v4 := string(readTestdata(t, "iptables-crafted-counters.save"))
 	v6 := string(readTestdata(t, "ip6tables-crafted.save"))
 	f := &fakeRun{out: map[string]string{"iptables-nft-save": v4, "ip6tables-nft-save": v6}}
-	d, err := readIPTables(context.Background(), BackendNFT, f.run)
+	d, err := ReadIPTables(context.Background(), f, BackendNFT)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,15 +306,15 @@ func TestReadIPTables(t *testing.T) {
 		t.Errorf("Normalize:\n%s", n)
 	}
 
-	if _, err := readIPTables(context.Background(), "ipvs", f.run); err == nil || !strings.Contains(err.Error(), `"ipvs"`) {
+	if _, err := ReadIPTables(context.Background(), f, "ipvs"); err == nil || !strings.Contains(err.Error(), `"ipvs"`) {
 		t.Errorf("bad backend: %v", err)
 	}
 	f.fail = map[string]bool{"ip6tables-nft-save": true}
-	if _, err := readIPTables(context.Background(), BackendNFT, f.run); err == nil || !strings.Contains(err.Error(), "boom") {
+	if _, err := ReadIPTables(context.Background(), f, BackendNFT); err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Errorf("failing ip6tables-nft-save: %v", err)
 	}
 	f.out["iptables-legacy-save"], f.out["ip6tables-legacy-save"] = "*nat\n", ""
-	if _, err := readIPTables(context.Background(), BackendLegacy, f.run); err == nil || !strings.Contains(err.Error(), "iptables-legacy-save") {
+	if _, err := ReadIPTables(context.Background(), f, BackendLegacy); err == nil || !strings.Contains(err.Error(), "iptables-legacy-save") {
 		t.Errorf("unparsable output: %v", err)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/kpsim/kpsim/toolexec"
 )
 
 // IPVSDump is the dataplane of kube-proxy's IPVS mode in the calling
@@ -109,12 +111,12 @@ const procIPVSPath = "/proc/net/ip_vs"
 // ReadIPVS reads the IPVS table (/proc/net/ip_vs), the ipsets (ipset save)
 // and the iptables rules (iptables-<backend>-save, backend "legacy" or
 // "nft") of the calling process's network namespace.
-func ReadIPVS(ctx context.Context, backend string) (*IPVSDump, error) {
-	return readIPVS(ctx, backend, execRun, os.ReadFile)
+func ReadIPVS(ctx context.Context, run toolexec.Runner, backend string) (*IPVSDump, error) {
+	return readIPVS(ctx, run, backend, os.ReadFile)
 }
 
-func readIPVS(ctx context.Context, backend string, run runFunc, readFile func(string) ([]byte, error)) (*IPVSDump, error) {
-	ipt, err := readIPTables(ctx, backend, run)
+func readIPVS(ctx context.Context, run toolexec.Runner, backend string, readFile func(string) ([]byte, error)) (*IPVSDump, error) {
+	ipt, err := ReadIPTables(ctx, run, backend)
 	if err != nil {
 		return nil, fmt.Errorf("read ipvs: %w", err)
 	}
@@ -125,7 +127,7 @@ func readIPVS(ctx context.Context, backend string, run runFunc, readFile func(st
 	if d.Services, err = ParseProcIPVS(d.ProcIPVS); err != nil {
 		return nil, fmt.Errorf("read ipvs: %s: %w", procIPVSPath, err)
 	}
-	if d.IPSetSave, err = run(ctx, "ipset", "save"); err != nil {
+	if d.IPSetSave, err = run.Run(ctx, toolexec.Command("ipset", "save")); err != nil {
 		return nil, fmt.Errorf("read ipvs: %w", err)
 	}
 	if d.Sets, err = ParseIPSetSave(d.IPSetSave); err != nil {

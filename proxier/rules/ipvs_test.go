@@ -121,7 +121,7 @@ func fakeIPVSDump(t *testing.T) (*IPVSDump, *fakeRun) {
 		}
 		return proc, nil
 	}
-	d, err := readIPVS(context.Background(), BackendLegacy, f.run, readFile)
+	d, err := readIPVS(context.Background(), f, BackendLegacy, readFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,11 +153,11 @@ func TestReadIPVS(t *testing.T) {
 	checkGolden(t, "ip_vs-crafted.txt.ipvsadm", string(FormatIPVSAdm("IP Virtual Server version 1.2.1 (size=4096)", d.Services)))
 
 	f.fail = map[string]bool{"ipset save": true}
-	if _, err := readIPVS(context.Background(), BackendLegacy, f.run, func(string) ([]byte, error) { return d.ProcIPVS, nil }); err == nil || !strings.Contains(err.Error(), "boom") {
+	if _, err := readIPVS(context.Background(), f, BackendLegacy, func(string) ([]byte, error) { return d.ProcIPVS, nil }); err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Errorf("failing ipset save: %v", err)
 	}
 	f.fail = nil
-	if _, err := readIPVS(context.Background(), BackendLegacy, f.run, func(p string) ([]byte, error) { return nil, errors.New("open " + p + ": no such file") }); err == nil || !strings.Contains(err.Error(), "ip_vs module") {
+	if _, err := readIPVS(context.Background(), f, BackendLegacy, func(p string) ([]byte, error) { return nil, errors.New("open " + p + ": no such file") }); err == nil || !strings.Contains(err.Error(), "ip_vs module") {
 		t.Errorf("missing /proc/net/ip_vs: %v", err)
 	}
 }

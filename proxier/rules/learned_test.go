@@ -144,7 +144,7 @@ func TestNormalizeNFTLearnedOnlyDynamicTimeout(t *testing.T) {
 // back; the normalized file holds none of it.
 func TestSaveDumpsLearned(t *testing.T) {
 	f := &fakeRun{out: map[string]string{"nft list ruleset": "", "nft -j list ruleset": string(readTestdata(t, "nft-affinity-end.json"))}}
-	nft, err := readNFTables(context.Background(), f.run)
+	nft, err := ReadNFTables(context.Background(), f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/kpsim/kpsim/toolexec"
 )
 
 // NFTablesDump is the nftables ruleset of the current network namespace:
@@ -63,16 +65,12 @@ type NFTTable struct {
 
 // ReadNFTables runs "nft list ruleset" and "nft -j list ruleset" in the
 // calling process's network namespace and parses the JSON.
-func ReadNFTables(ctx context.Context) (*NFTablesDump, error) {
-	return readNFTables(ctx, execRun)
-}
-
-func readNFTables(ctx context.Context, run runFunc) (*NFTablesDump, error) {
-	text, err := run(ctx, "nft", "list", "ruleset")
+func ReadNFTables(ctx context.Context, run toolexec.Runner) (*NFTablesDump, error) {
+	text, err := run.Run(ctx, toolexec.Command("nft", "list", "ruleset"))
 	if err != nil {
 		return nil, fmt.Errorf("read nftables: %w", err)
 	}
-	js, err := run(ctx, "nft", "-j", "list", "ruleset")
+	js, err := run.Run(ctx, toolexec.Command("nft", "-j", "list", "ruleset"))
 	if err != nil {
 		return nil, fmt.Errorf("read nftables: %w", err)
 	}

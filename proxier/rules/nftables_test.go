@@ -252,7 +252,7 @@ func TestReadNFTables(t *testing.T) {
 	js := string(readTestdata(t, "kube-proxy-nft.json"))
 	text := string(readTestdata(t, "kube-proxy-nft.txt"))
 	f := &fakeRun{out: map[string]string{"nft list ruleset": text, "nft -j list ruleset": js}}
-	d, err := readNFTables(context.Background(), f.run)
+	d, err := ReadNFTables(context.Background(), f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,11 +267,11 @@ func TestReadNFTables(t *testing.T) {
 		t.Errorf("Normalize:\n%s", n)
 	}
 	f.fail = map[string]bool{"nft -j list ruleset": true}
-	if _, err := readNFTables(context.Background(), f.run); err == nil || !strings.Contains(err.Error(), "boom") {
+	if _, err := ReadNFTables(context.Background(), f); err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Errorf("failing nft: %v", err)
 	}
 	f.fail, f.out["nft -j list ruleset"] = nil, "{}"
-	if _, err := readNFTables(context.Background(), f.run); err == nil {
+	if _, err := ReadNFTables(context.Background(), f); err == nil {
 		t.Error("no error for output without an nftables array")
 	}
 }
