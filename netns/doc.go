@@ -9,6 +9,11 @@
 //     and address, and the sysctls a Kubernetes node has. The proxier under
 //     test runs there, so every iptables, nft or netlink call it makes acts
 //     on the node namespace only.
+//   - a node's child processes ([StartChild], [RegisterChildMain]): this
+//     binary re-executed by the node process into the same namespaces,
+//     talking to it over pipes; kube-proxy runs in one (package node), the
+//     fake pods and the prober in another ([Dataplane]), so that neither's
+//     cost is counted as the other's.
 //   - fake pods ([PodNetwork]): unnamed namespaces held by file descriptor,
 //     connected to the node by veth, holding the endpoint addresses, each
 //     with TCP and UDP responders that name the endpoint that received a
@@ -19,9 +24,9 @@
 //     host's rules, links, addresses, routes and sysctls unchanged, and
 //     [Cleanup], which sweeps what a crashed run could leave behind.
 //
-// Network topology inside one node process (all of it is gone when the
-// process exits, even on SIGKILL, because every namespace is unnamed and
-// held only by this process):
+// Network topology of one node (all of it is gone when the node process
+// exits, even on SIGKILL, because every namespace is unnamed and held only
+// by it and its children, which die with it):
 //
 //	external ns: ext0 172.18.0.1/24 + 203.0.113.10/32 (the "router" and an
 //	             outside client; routes ExternalRoutes via the node)

@@ -85,11 +85,11 @@ type wireMsg struct {
 // Init must be the first thing main (and TestMain) calls. In the
 // orchestrator it returns false at once. In a node process it sets up the
 // node, runs the registered main, writes the result and exits; in a
-// dataplane process (StartDataplane) it serves the node's calls and exits:
+// node's child process (StartChild) it runs the child's main and exits:
 // in both it never returns.
 func Init() bool {
-	if spec := os.Getenv(envDataplane); spec != "" {
-		os.Exit(runDataplane(spec))
+	if child := os.Getenv(envChild); child != "" {
+		os.Exit(runChild(child))
 	}
 	name := os.Getenv(envNodeName)
 	if name == "" {

@@ -3,21 +3,19 @@ package node
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"slices"
 	"sort"
 	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/kpsim/kpsim/netns"
 	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/remoteapi"
 	"github.com/kpsim/kpsim/reports"
 	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/sim"
@@ -32,10 +30,6 @@ func init() {
 // pods, the upstream proxier and the scenario's steps. Whatever happens,
 // it returns a ModeResult with what was measured.
 func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
-	// This process is kube-proxy's: Go's default GOMAXPROCS, as kube-proxy
-	// runs with, not the 32 the node framework sets for blocking socket
-	// calls (those run in the dataplane process now).
-	runtime.SetDefaultGOMAXPROCS()
 	var in Input
 	if err := env.Recv(&in); err != nil {
 		return fmt.Errorf("reading node input: %w", err)
@@ -52,17 +46,13 @@ func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
 	if err != nil {
 		return err
 	}
-	var ms *scenarios.ModeSpec
-	for i := range s.Spec.Modes {
-		if s.Spec.Modes[i].Name == in.Mode {
-			ms = &s.Spec.Modes[i]
-		}
-	}
-	if ms == nil {
-		return fmt.Errorf("scenario has no mode entry %q", in.Mode)
+	ms, err := modeEntry(s, in.Mode)
+	if err != nil {
+		return err
 	}
 	res := &reports.ModeResult{Name: ms.Name, Mode: ms.Mode, Backend: ms.Backend}
-	n := &node{env: env, s: s, ms: ms, res: res, outDir: in.OutDir, probeTimeout: 2 * time.Second, tools: &toolexec.Exec{}}
+	n := &node{env: env, s: s, ms: ms, res: res, outDir: in.OutDir, probeTimeout: 2 * time.Second, tools: &toolexec.Exec{},
+		scenarioFile: in.ScenarioFile, scenarioYAML: in.ScenarioYAML}
 	if in.InVM {
 		// Under software emulation a loaded guest answered 0.3-0.8% of
 		// connections after more than 2 s (2000x10, iptables).
@@ -105,9 +95,13 @@ type node struct {
 	cluster *sim.Cluster
 	// pods are the fake pods and the prober, in the node's dataplane
 	// process: their CPU time and memory are not kube-proxy's.
-	pods    *netns.Dataplane
-	proxier *proxier.Proxier
-	engine  *sim.Engine
+	pods *netns.Dataplane
+	// proxier is kube-proxy, in a process of its own (kubeproxy.go).
+	proxier *kubeProxy
+	// scenarioFile and scenarioYAML are handed to kube-proxy's process.
+	scenarioFile string
+	scenarioYAML []byte
+	engine       *sim.Engine
 	// lastWrite is when the last API write of a churn step returned.
 	lastWrite time.Time
 	// probeTimeout bounds one probe connection.
@@ -120,13 +114,9 @@ type node struct {
 	faults []armedFault
 	// oracle: this node runs the oracle's fresh proxier, without faults.
 	oracle bool
-	memory *memorySampler
 	// tools runs the programs the node itself runs (rule readers,
-	// calibration) and keeps their CPU time apart from kube-proxy's.
+	// calibration) and counts their CPU time.
 	tools *toolexec.Exec
-	// atProxierStart is the node process's resource use just before the
-	// proxier started: kube-proxy's CPU time is counted from there.
-	atProxierStart usage
 	// stepMutations and stepSkipped count the current churn step's
 	// mutations (onMutation).
 	stepMutations, stepSkipped int
@@ -138,7 +128,6 @@ type node struct {
 }
 
 func (n *node) run(ctx context.Context) error {
-	n.memory = startMemorySampler(ctx)
 	var err error
 	if n.cluster, err = sim.New(n.s); err != nil {
 		return fmt.Errorf("building the fake cluster: %w", err)
@@ -177,37 +166,31 @@ func (n *node) run(ctx context.Context) error {
 	return nil
 }
 
-// startProxier starts the upstream proxier of the node's mode on client.
-func (n *node) startProxier(ctx context.Context, client kubernetes.Interface) error {
-	n.atProxierStart = n.readUsage()
-	cfg, err := proxyConfig(n.s.Spec.Proxy, n.ms.Proxy)
-	if err != nil {
-		return err
-	}
-	backend := n.ms.Backend
-	if n.ms.Mode == scenarios.ModeNFTables {
-		backend = ""
-	}
-	if n.ms.Mode == scenarios.ModeIPVS {
-		cfg.IPVS.Scheduler = n.ms.Scheduler
-	}
-	n.proxier, err = proxier.Start(ctx, proxier.Options{
-		Mode:          n.ms.Mode,
-		Backend:       backend,
-		ToolsDir:      "/run", // private to the node: gone with it
-		Config:        cfg,
-		Client:        client,
-		NodeName:      n.s.Spec.Cluster.Node.Name,
-		NodeIP:        net.IP(n.env.NodeIP.AsSlice()),
-		ClusterCIDR:   n.s.Spec.Cluster.PodCIDR,
+// startProxier starts kube-proxy, in its own process, on api.
+func (n *node) startProxier(_ context.Context, api remoteapi.Invoker) error {
+	var err error
+	n.proxier, err = startKubeProxy(n.env, api, KubeProxyStart{
+		ScenarioFile:  n.scenarioFile,
+		ScenarioYAML:  n.scenarioYAML,
+		Mode:          n.ms.Name,
 		FaultPrograms: n.faultPrograms(),
 		FaultsArmed:   n.startFaults(),
 	})
 	if err != nil {
-		return fmt.Errorf("starting the %s proxier: %w", n.ms.Mode, err)
+		return err
 	}
 	n.res.Binaries = n.proxier.Tools().Binaries
 	return nil
+}
+
+// modeEntry is the spec.modes entry named name.
+func modeEntry(s *scenarios.Scenario, name string) (*scenarios.ModeSpec, error) {
+	for i := range s.Spec.Modes {
+		if s.Spec.Modes[i].Name == name {
+			return &s.Spec.Modes[i], nil
+		}
+	}
+	return nil, fmt.Errorf("scenario has no mode entry %q", name)
 }
 
 func (n *node) step(ctx context.Context, i int, st scenarios.Step, sr *reports.StepResult) error {
@@ -473,6 +456,11 @@ func (n *node) finish(ctx context.Context, clean bool) {
 			}
 			n.res.Rules = counts
 		}
+		// A kube-proxy that died (a panic, a kill) fails the mode: the
+		// calls above could not reach it.
+		if err := n.proxier.Err(); err != nil && n.res.Error == "" {
+			n.res.Error = "kube-proxy: " + err.Error()
+		}
 	}
 	n.finishResources()
 }
@@ -485,60 +473,36 @@ func calibration(c proxier.Calibration) *reports.Calibration {
 	return out
 }
 
-// finishResources records kube-proxy's CPU time and memory (the node
-// process's from the proxier's start) and the harness's (the dataplane
-// process's), read before the dataplane process is reaped, so its CPU
-// time is not among the node's children.
+// finishResources records kube-proxy's CPU time and memory (its process's,
+// read inside it) and the harness's: the node process (fake API server,
+// churn, steps, the programs it ran to read rules) and the dataplane
+// process (fake pods, prober).
 func (n *node) finishResources() {
-	if n.memory != nil {
-		n.res.Resources.Memory = n.memory.Samples()
-		n.res.Resources.MemorySampleSeconds = memoryEvery.Seconds()
+	r := &n.res.Resources
+	if n.proxier != nil {
+		if u, err := n.proxier.Usage(); err == nil {
+			r.CPUSeconds, r.ChildCPUSeconds, r.MaxRSSBytes, r.StartRSSBytes = u.CPUSeconds, u.ChildCPUSeconds, u.MaxRSSBytes, u.StartRSSBytes
+			r.Memory, r.MemorySampleSeconds = u.Memory, memoryEvery.Seconds()
+		} else {
+			klog.ErrorS(err, "Reading kube-proxy's resource use")
+		}
 	}
+	h := &reports.HarnessResources{}
+	var self syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &self) == nil {
+		h.NodeCPUSeconds = tv(self.Utime) + tv(self.Stime)
+		h.NodeMaxRSSBytes = self.Maxrss * 1024 // kilobytes on Linux
+	}
+	runs, cpu := n.tools.Usage()
+	h.Programs, h.ProgramCPUSeconds = runs, cpu.Seconds()
 	if n.pods != nil {
 		if u, err := n.pods.Usage(); err == nil {
-			n.res.Resources.Harness = &reports.HarnessResources{CPUSeconds: u.CPUSeconds, MaxRSSBytes: u.MaxRSSBytes}
+			h.DataplaneCPUSeconds, h.DataplaneMaxRSSBytes = u.CPUSeconds, u.MaxRSSBytes
 		} else {
 			klog.ErrorS(err, "Reading the dataplane process's resource use")
 		}
 	}
-	end, start := n.readUsage(), n.atProxierStart
-	n.res.Resources.CPUSeconds = end.self - start.self
-	// The node's own programs (rule readers) are among its children too;
-	// wait4 gave each one's CPU time, so they come off exactly.
-	tools := end.tools - start.tools
-	n.res.Resources.ChildCPUSeconds = end.children - start.children - tools
-	n.res.Resources.MaxRSSBytes = end.maxRSS
-	n.res.Resources.StartRSSBytes = start.rss
-	if h := n.res.Resources.Harness; h != nil {
-		h.ProgramCPUSeconds = tools
-		h.Programs = end.runs - start.runs
-	}
-}
-
-// usage is the node process's getrusage(2) at one moment.
-type usage struct {
-	self, children float64 // CPU seconds, user+system
-	maxRSS, rss    int64
-	// tools and runs: the CPU seconds and count of n.tools's programs.
-	tools float64
-	runs  int
-}
-
-func (n *node) readUsage() usage {
-	var u usage
-	var cpu time.Duration
-	u.runs, cpu = n.tools.Usage()
-	u.tools = cpu.Seconds()
-	var self, children syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &self) == nil {
-		u.self = tv(self.Utime) + tv(self.Stime)
-		u.maxRSS = self.Maxrss * 1024 // kilobytes on Linux
-	}
-	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children) == nil {
-		u.children = tv(children.Utime) + tv(children.Stime)
-	}
-	u.rss = rssBytes()
-	return u
+	r.Harness = h
 }
 
 func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }

@@ -18,13 +18,14 @@ func TestLayers(t *testing.T) {
 	const module = "github.com/kpsim/kpsim/"
 	allowed := map[string][]string{
 		"toolexec":      {},
+		"remoteapi":     {},
 		"scenarios":     {},
 		"sim":           {"scenarios"},
 		"proxier/rules": {"toolexec"},
 		"proxier":       {"scenarios", "proxier/rules", "toolexec"},
 		"reports":       {"scenarios", "proxier/rules"},
 		"netns":         {"toolexec"},
-		"node":          {"scenarios", "sim", "proxier", "proxier/rules", "netns", "reports", "toolexec"},
+		"node":          {"scenarios", "sim", "proxier", "proxier/rules", "netns", "reports", "toolexec", "remoteapi"},
 		"orchestrator":  {"scenarios", "proxier", "proxier/rules", "netns", "node", "reports", "toolexec"},
 		"cmd/kpsim":     {"scenarios", "proxier", "netns", "orchestrator", "reports"},
 	}

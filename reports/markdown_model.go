@@ -51,12 +51,14 @@ var methodNotes = []methodNote{
 		"position) unless the scenario sets it; rule-implied shares are computed exactly from the live rules."},
 	{"oracle", "after churn, the node's dataplane, normalized, against what a fresh proxier of the same mode " +
 		"builds from the final API state in one full sync in a second node process."},
-	{"kube-proxy cpu, rss", "getrusage(2) of the node process, which runs kube-proxy (proxier, informers, the fake API " +
-		"it lists from, the recorder) and the steps' API writes: cpu from the proxier's start to the end, the programs " +
-		"it ran included (iptables-restore, nft, ipset); rss its peak over its life, the fake API's objects included."},
-	{"harness cpu, rss", "getrusage(2) read inside the node's dataplane process, which holds the fake pods' " +
-		"responders and runs the prober (its whole life), plus the CPU time wait4 gave for each program the node " +
-		"ran to read rules (iptables-save, nft list, ipset save), which is taken out of kube-proxy's. Not kube-proxy's."},
+	{"kube-proxy cpu, rss", "getrusage(2) read inside kube-proxy's own process in the node (the upstream proxier, its " +
+		"informers, its API client, kpsim's sync recorder), its whole life: cpu user+system, the programs it ran " +
+		"included (iptables-restore, nft, ipset); rss its peak, of which the process held startRSSBytes in result.json " +
+		"before the proxier started (kpsim's binary: Go runtime, package initialisation)."},
+	{"harness cpu, rss", "the rest, never counted as kube-proxy's: getrusage(2) of the node process (the fake API server " +
+		"kube-proxy watches, churn, steps), wait4's CPU time of each program it ran (calibration, iptables-save, nft " +
+		"list, ipset save), and getrusage(2) read inside the dataplane process (fake pods' responders, prober); rss " +
+		"as node+dataplane."},
 }
 
 // comparabilityNote is the design's rule on timings.

@@ -377,48 +377,55 @@ type Probe struct {
 	Seconds         float64 `json:"seconds"`
 }
 
-// Resources of a mode's run, from getrusage(2). The node process runs
-// kube-proxy: the proxier, its informers, the fake API it lists from, the
-// recorder, and the step runner's API writes. The fake pods' responders
-// and the prober run in the node's dataplane process: the harness's cost,
-// reported apart (Harness).
+// Resources of a mode's run, from getrusage(2) read inside each process.
+// kube-proxy runs in a process of its own in the node: the upstream
+// proxier, its informers, its API client and kpsim's sync recorder. The
+// harness runs beside it (Harness): the node process (the fake API server
+// kube-proxy watches, churn, steps, rule readers) and the dataplane
+// process (the fake pods' responders, the prober).
 type Resources struct {
-	// CPUSeconds is user+system CPU time of the node process from the
-	// proxier's start to the end of the run (in schema v1alpha1: the
-	// node process's whole life, responders and prober included).
+	// CPUSeconds is user+system CPU time of kube-proxy's process, its
+	// whole life (schema v1alpha1: the node process, harness included).
 	CPUSeconds float64 `json:"cpuSeconds"`
 	// ChildCPUSeconds is that of the programs kube-proxy ran and waited
-	// for in that time (iptables-restore, nft, ipset, ...): the node
-	// process's children less the readers kpsim ran (Harness).
+	// for (iptables-restore, nft, ipset, ...).
 	ChildCPUSeconds float64 `json:"childCPUSeconds"`
-	// MaxRSSBytes is the node process's peak resident set size over its
-	// life; StartRSSBytes its resident set when the proxier started (the
-	// fake API's objects, the Go runtime), part of that peak.
+	// MaxRSSBytes is kube-proxy's process's peak resident set size, and
+	// StartRSSBytes its resident set before the proxier started: kpsim's
+	// binary's own (Go runtime, package initialisation of all it links).
 	MaxRSSBytes   int64 `json:"maxRSSBytes"`
 	StartRSSBytes int64 `json:"startRSSBytes,omitempty"`
-	// Harness is the dataplane process's own use, over its whole life;
-	// nil when none ran (the oracle's node, schema v1alpha1).
+	// Harness is what the harness cost; nil in schema v1alpha1.
 	Harness *HarnessResources `json:"harness,omitempty"`
-	// Memory samples the node process every MemorySampleSeconds: resident
-	// set (/proc/self/statm) and Go heap in use (runtime.MemStats
-	// HeapAlloc), from the fake cluster's build to the end.
+	// Memory samples kube-proxy's process every MemorySampleSeconds:
+	// resident set (/proc/self/statm) and Go heap in use
+	// (runtime.MemStats HeapAlloc), from its start to the end.
 	Memory              []MemorySample `json:"memory,omitempty"`
 	MemorySampleSeconds float64        `json:"memorySampleSeconds,omitempty"`
 }
 
-// HarnessResources is what the harness cost beside kube-proxy.
+// HarnessResources is what the harness cost beside kube-proxy, over the
+// node's whole life.
 type HarnessResources struct {
-	// CPUSeconds and MaxRSSBytes are the dataplane process's
-	// getrusage(RUSAGE_SELF), read inside it at the end of the run: the
-	// fake pods' responders and the prober.
-	CPUSeconds  float64 `json:"cpuSeconds"`
-	MaxRSSBytes int64   `json:"maxRSSBytes"`
+	// NodeCPUSeconds and NodeMaxRSSBytes: the node process's
+	// getrusage(RUSAGE_SELF): the fake API server, churn, steps.
+	NodeCPUSeconds  float64 `json:"nodeCPUSeconds"`
+	NodeMaxRSSBytes int64   `json:"nodeMaxRSSBytes"`
 	// ProgramCPUSeconds is the CPU time of the Programs the node process
-	// ran itself after the proxier started (iptables-save, nft list, ipset
-	// save for the rule counts, the shares and the oracle), from wait4:
-	// taken out of ChildCPUSeconds.
+	// ran (calibration; iptables-save, nft list, ipset save for the rule
+	// counts, the shares and the oracle), from wait4.
 	ProgramCPUSeconds float64 `json:"programCPUSeconds"`
 	Programs          int     `json:"programs"`
+	// DataplaneCPUSeconds and DataplaneMaxRSSBytes: the dataplane
+	// process's getrusage(RUSAGE_SELF), read inside it: the fake pods'
+	// responders and the prober. Zero when it had none (the oracle).
+	DataplaneCPUSeconds  float64 `json:"dataplaneCPUSeconds"`
+	DataplaneMaxRSSBytes int64   `json:"dataplaneMaxRSSBytes"`
+}
+
+// CPUSeconds is the harness's CPU time in all.
+func (h HarnessResources) CPUSeconds() float64 {
+	return h.NodeCPUSeconds + h.ProgramCPUSeconds + h.DataplaneCPUSeconds
 }
 
 // KubeProxyCPUSeconds is the node process's CPU time and its programs'.

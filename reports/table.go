@@ -191,12 +191,12 @@ func newTable(w io.Writer) *tablewriter.Table {
 	return tablewriter.NewTable(w, tablewriter.WithHeaderAutoFormat(tw.Off))
 }
 
-// harnessCell is the harness's CPU time (the dataplane process and the
-// node's rule readers) and the dataplane process's peak RSS; "-" when the
-// run had none apart (schema v1alpha1 counted it in the node's).
+// harnessCell is the harness's CPU time (node process, its programs,
+// dataplane process) and the two processes' peak RSS; "-" when the run
+// had none apart (schema v1alpha1 counted it in the node's).
 func harnessCell(r Resources) string {
 	if r.Harness == nil {
 		return "-"
 	}
-	return fmt.Sprintf("%.1fs, %d MB", r.Harness.CPUSeconds+r.Harness.ProgramCPUSeconds, r.Harness.MaxRSSBytes>>20)
+	return fmt.Sprintf("%.1fs, %d+%d MB", r.Harness.CPUSeconds(), r.Harness.NodeMaxRSSBytes>>20, r.Harness.DataplaneMaxRSSBytes>>20)
 }

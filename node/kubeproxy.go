@@ -1,0 +1,345 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/rpc"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kpsim/kpsim/netns"
+	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/remoteapi"
+	"github.com/kpsim/kpsim/reports"
+	"github.com/kpsim/kpsim/scenarios"
+)
+
+// kube-proxy runs in a process of its own in the node's namespaces, as it
+// does on a real node: the upstream proxier, its informers, its API client
+// and kpsim's sync recorder, nothing else. Its CPU time and memory are
+// then kube-proxy's alone, and it can be stopped and started again while
+// the fake pods and the prober (the dataplane process) go on. The API it
+// watches is the node's fake clientset, served to it over remoteapi, so
+// churn and API faults stay in the node process.
+//
+// Connections between the node and kube-proxy's process: 0 carries the
+// node's calls (KubeProxy.*), 1 kube-proxy's API calls (API.*).
+const kubeProxyChild = "kube-proxy"
+
+func init() { netns.RegisterChildMain(kubeProxyChild, runKubeProxy) }
+
+// KubeProxyStart is what kube-proxy's process is started with. It loads
+// the scenario itself and builds the proxier's options as the node would.
+type KubeProxyStart struct {
+	ScenarioFile  string
+	ScenarioYAML  []byte
+	Mode          string // the spec.modes entry's name
+	FaultPrograms []string
+	FaultsArmed   map[string]int
+}
+
+// KubeProxyUsage is kube-proxy's process's getrusage(2) and memory
+// samples, read inside it.
+type KubeProxyUsage struct {
+	CPUSeconds      float64 // RUSAGE_SELF, user+system
+	ChildCPUSeconds float64 // RUSAGE_CHILDREN: the programs it ran
+	MaxRSSBytes     int64
+	// StartRSSBytes is the resident set before the proxier started: the
+	// binary's own (Go runtime, package initialisation), part of the peak.
+	StartRSSBytes int64
+	Memory        []reports.MemorySample
+}
+
+// WaitRequest asks KubeProxy.WaitForAPI for a sync after After, giving up
+// at Deadline.
+type WaitRequest struct {
+	After, Deadline time.Time
+}
+
+// ArmRequest arms command faults.
+type ArmRequest struct {
+	Name     string
+	Failures int
+}
+
+// kubeProxy is the node's handle on kube-proxy's process. Its methods are
+// proxier.Proxier's, called across the process boundary; a failed call
+// returns the zero value and is kept in Err.
+type kubeProxy struct {
+	child *netns.Child
+	calls *rpc.Client
+	tools proxier.Tools
+
+	mu  sync.Mutex
+	err error
+}
+
+// startKubeProxy starts kube-proxy's process on api and waits until the
+// proxier has started (proxier.Start returned).
+func startKubeProxy(env *netns.NodeEnv, api remoteapi.Invoker, start KubeProxyStart) (*kubeProxy, error) {
+	child, err := env.StartChild(kubeProxyChild, netns.ChildOptions{Conns: 2})
+	if err != nil {
+		return nil, err
+	}
+	srv := rpc.NewServer()
+	if err := remoteapi.Register(srv, api); err != nil {
+		child.Close()
+		return nil, err
+	}
+	go srv.ServeConn(child.Conn(1))
+	k := &kubeProxy{child: child, calls: rpc.NewClient(child.Conn(0))}
+	if err := k.call(context.Background(), "Start", start, &k.tools); err != nil {
+		k.stop()
+		return nil, err
+	}
+	return k, nil
+}
+
+func (k *kubeProxy) call(ctx context.Context, method string, args, reply any) error {
+	c := k.calls.Go("KubeProxy."+method, args, reply, make(chan *rpc.Call, 1))
+	select {
+	case <-c.Done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if c.Error == nil {
+		return nil
+	}
+	var se rpc.ServerError
+	if errors.As(c.Error, &se) {
+		return errors.New(string(se))
+	}
+	return netns.ChildCallError("kube-proxy's process", k.child, c.Error)
+}
+
+// get is call for the accessors: errors are kept, not returned.
+func (k *kubeProxy) get(method string, reply any) {
+	if err := k.call(context.Background(), method, struct{}{}, reply); err != nil {
+		k.mu.Lock()
+		if k.err == nil {
+			k.err = fmt.Errorf("%s: %w", method, err)
+		}
+		k.mu.Unlock()
+	}
+}
+
+// Err is the first failed accessor call.
+func (k *kubeProxy) Err() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.err
+}
+
+func (k *kubeProxy) Pid() int             { return k.child.Pid() }
+func (k *kubeProxy) Tools() proxier.Tools { return k.tools }
+
+func (k *kubeProxy) Syncs() (s []proxier.Sync) { k.get("Syncs", &s); return s }
+
+func (k *kubeProxy) Totals() (t proxier.Totals) { k.get("Totals", &t); return t }
+
+func (k *kubeProxy) Inputs() (in proxier.Inputs) { k.get("Inputs", &in); return in }
+
+func (k *kubeProxy) KernelCalls() (c []proxier.KernelCall) { k.get("KernelCalls", &c); return c }
+
+func (k *kubeProxy) CommandFaults() (c map[string]proxier.CommandFaultCount) {
+	k.get("CommandFaults", &c)
+	return c
+}
+
+func (k *kubeProxy) ArmCommandFault(name string, failures int) error {
+	return k.call(context.Background(), "ArmCommandFault", ArmRequest{Name: name, Failures: failures}, &struct{}{})
+}
+
+// WaitForAPI is proxier.WaitForAPI, bounded by ctx's deadline.
+func (k *kubeProxy) WaitForAPI(ctx context.Context, after time.Time) (proxier.Sync, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(24 * time.Hour)
+	}
+	var s proxier.Sync
+	err := k.call(ctx, "WaitForAPI", WaitRequest{After: after, Deadline: deadline}, &s)
+	return s, err
+}
+
+// Usage is the process's resource use so far.
+func (k *kubeProxy) Usage() (KubeProxyUsage, error) {
+	var u KubeProxyUsage
+	err := k.call(context.Background(), "Usage", struct{}{}, &u)
+	return u, err
+}
+
+// stop ends kube-proxy's process as a node's shutdown ends kube-proxy:
+// SIGTERM (it has no handler for it, and dies), then waits. Its rules
+// stay in the kernel, as on a real node.
+func (k *kubeProxy) stop() error {
+	_ = k.child.Signal(syscall.SIGTERM)
+	k.calls.Close()
+	err := k.child.Close()
+	var exit interface{ ExitCode() int }
+	if errors.As(err, &exit) && exit.ExitCode() == -1 {
+		return nil // killed by the signal, as meant
+	}
+	return err
+}
+
+// runKubeProxy is kube-proxy's process: it serves the node's calls until
+// the node closes the connection or stops it.
+func runKubeProxy(ctx context.Context, env *netns.NodeEnv, conns []io.ReadWriteCloser) error {
+	api := rpc.NewClient(conns[1])
+	defer api.Close()
+	s := &KubeProxyService{ctx: ctx, env: env, api: api, startRSS: rssBytes(), memory: startMemorySampler(ctx)}
+	srv := rpc.NewServer()
+	if err := srv.RegisterName("KubeProxy", s); err != nil {
+		return err
+	}
+	srv.ServeConn(conns[0])
+	return nil
+}
+
+// KubeProxyService is kube-proxy's process's side of the calls. It is
+// exported for net/rpc only.
+type KubeProxyService struct {
+	ctx    context.Context
+	env    *netns.NodeEnv
+	api    *rpc.Client
+	memory   *memorySampler
+	startRSS int64
+
+	mu sync.Mutex
+	p  *proxier.Proxier
+}
+
+func (s *KubeProxyService) proxier() (*proxier.Proxier, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p == nil {
+		return nil, errors.New("kube-proxy has not started")
+	}
+	return s.p, nil
+}
+
+// Start starts the proxier, wired as cmd/kube-proxy wires it, on the
+// node's API.
+func (s *KubeProxyService) Start(req KubeProxyStart, tools *proxier.Tools) error {
+	sc, err := scenarios.Load(req.ScenarioFile, req.ScenarioYAML)
+	if err != nil {
+		return err
+	}
+	ms, err := modeEntry(sc, req.Mode)
+	if err != nil {
+		return err
+	}
+	cfg, err := proxyConfig(sc.Spec.Proxy, ms.Proxy)
+	if err != nil {
+		return err
+	}
+	backend := ms.Backend
+	if ms.Mode == scenarios.ModeNFTables {
+		backend = ""
+	}
+	if ms.Mode == scenarios.ModeIPVS {
+		cfg.IPVS.Scheduler = ms.Scheduler
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p != nil {
+		return errors.New("kube-proxy started twice in one process")
+	}
+	p, err := proxier.Start(s.ctx, proxier.Options{
+		Mode:          ms.Mode,
+		Backend:       backend,
+		ToolsDir:      "/run", // private to the node: gone with it
+		Config:        cfg,
+		Client:        remoteapi.NewClientset(s.api),
+		NodeName:      sc.Spec.Cluster.Node.Name,
+		NodeIP:        net.IP(s.env.NodeIP.AsSlice()),
+		ClusterCIDR:   sc.Spec.Cluster.PodCIDR,
+		FaultPrograms: req.FaultPrograms,
+		FaultsArmed:   req.FaultsArmed,
+	})
+	if err != nil {
+		return fmt.Errorf("starting the %s proxier: %w", ms.Mode, err)
+	}
+	s.p = p
+	*tools = p.Tools()
+	return nil
+}
+
+func (s *KubeProxyService) Syncs(_ struct{}, r *[]proxier.Sync) error {
+	p, err := s.proxier()
+	if err == nil {
+		*r = p.Syncs()
+	}
+	return err
+}
+
+func (s *KubeProxyService) Totals(_ struct{}, r *proxier.Totals) error {
+	p, err := s.proxier()
+	if err == nil {
+		*r = p.Totals()
+	}
+	return err
+}
+
+func (s *KubeProxyService) Inputs(_ struct{}, r *proxier.Inputs) error {
+	p, err := s.proxier()
+	if err == nil {
+		*r = p.Inputs()
+	}
+	return err
+}
+
+func (s *KubeProxyService) KernelCalls(_ struct{}, r *[]proxier.KernelCall) error {
+	p, err := s.proxier()
+	if err == nil {
+		*r = p.KernelCalls()
+	}
+	return err
+}
+
+func (s *KubeProxyService) CommandFaults(_ struct{}, r *map[string]proxier.CommandFaultCount) error {
+	p, err := s.proxier()
+	if err == nil {
+		*r = p.CommandFaults()
+	}
+	return err
+}
+
+func (s *KubeProxyService) ArmCommandFault(req ArmRequest, _ *struct{}) error {
+	p, err := s.proxier()
+	if err != nil {
+		return err
+	}
+	return p.ArmCommandFault(req.Name, req.Failures)
+}
+
+func (s *KubeProxyService) WaitForAPI(req WaitRequest, r *proxier.Sync) error {
+	p, err := s.proxier()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithDeadline(s.ctx, req.Deadline)
+	defer cancel()
+	*r, err = p.WaitForAPI(ctx, req.After)
+	return err
+}
+
+func (s *KubeProxyService) Usage(_ struct{}, r *KubeProxyUsage) error {
+	var self, children syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &self); err != nil {
+		return err
+	}
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children); err != nil {
+		return err
+	}
+	r.CPUSeconds = tv(self.Utime) + tv(self.Stime)
+	r.ChildCPUSeconds = tv(children.Utime) + tv(children.Stime)
+	r.MaxRSSBytes = self.Maxrss * 1024 // kilobytes on Linux
+	r.StartRSSBytes = s.startRSS
+	r.Memory = s.memory.Samples()
+	return nil
+}
