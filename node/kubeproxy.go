@@ -203,9 +203,9 @@ func runKubeProxy(ctx context.Context, env *netns.NodeEnv, conns []io.ReadWriteC
 // KubeProxyService is kube-proxy's process's side of the calls. It is
 // exported for net/rpc only.
 type KubeProxyService struct {
-	ctx    context.Context
-	env    *netns.NodeEnv
-	api    *rpc.Client
+	ctx      context.Context
+	env      *netns.NodeEnv
+	api      *rpc.Client
 	memory   *memorySampler
 	startRSS int64
 
