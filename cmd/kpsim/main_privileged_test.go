@@ -143,6 +143,16 @@ func TestPrivilegedRunEndToEnd(t *testing.T) {
 			if len(m.Rules) == 0 || len(m.RulesAfterFirstSync) == 0 {
 				t.Errorf("no rule counts: %v / %v", m.RulesAfterFirstSync, m.Rules)
 			}
+			// kube-proxy's costs are read inside its own process, the
+			// programs it ran (iptables-restore or nft) included; the
+			// harness's beside them, each process with its own.
+			res := m.Resources
+			if res.CPUSeconds <= 0 || res.ChildCPUSeconds <= 0 || res.MaxRSSBytes <= 0 || len(res.Memory) == 0 {
+				t.Errorf("kube-proxy's resources %+v: want its CPU, its programs' CPU, its peak RSS and memory samples", res)
+			}
+			if h := res.Harness; h == nil || h.NodeCPUSeconds <= 0 || h.DataplaneCPUSeconds <= 0 || h.DataplaneMaxRSSBytes <= 0 || h.Programs == 0 {
+				t.Errorf("harness resources %+v: want the node's, the dataplane's and the rule readers' apart", h)
+			}
 		})
 	}
 	if !strings.Contains(out.String(), "How these were obtained") {
