@@ -31,12 +31,12 @@ spec:
 // restartPhase is what one phase saw: kube-proxy's pid, its syncs, and
 // a probe of the Service's ClusterIP.
 type restartPhase struct {
-	Phase    string
-	Pid      int
-	Syncs    int
+	Phase     string
+	Pid       int
+	Syncs     int
 	FirstFull bool
-	OK, Sent int
-	Answered int // endpoints that answered
+	OK, Sent  int
+	Answered  int // endpoints that answered
 }
 
 // runRestartNode runs kube-proxy, stops it and starts a new one on the
