@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"net/rpc"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -144,22 +145,7 @@ func (e *NodeEnv) StartChild(name string, opts ChildOptions) (*Child, error) {
 		// No Cloneflags: the node's namespaces are the child's.
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
 	}
-	// Pdeathsig fires when the forking thread exits: fork from one that
-	// stays locked until the child is gone (as StartNode does).
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := c.cmd.Start(); err != nil {
-			started <- err
-			close(c.exited)
-			return
-		}
-		started <- nil
-		c.waitErr = c.cmd.Wait()
-		close(c.exited)
-	}()
-	err = <-started
+	err = startLocked(c.cmd, func(err error) { c.waitErr = err; close(c.exited) })
 	// The child has its copies now; extra[0] is e.extNS's, which e keeps.
 	for _, f := range theirs {
 		f.Close()
@@ -186,6 +172,34 @@ func (c *Child) Err() error {
 		return nil
 	}
 	return fmt.Errorf("%s process: %w", c.name, c.waitErr)
+}
+
+// Call calls method over client, a connection to the child, and waits for
+// the answer or for ctx. The child's error comes back as its message; a
+// failed call to a child that has exited says how it ended.
+func (c *Child) Call(ctx context.Context, client *rpc.Client, method string, args, reply any) error {
+	call := client.Go(method, args, reply, make(chan *rpc.Call, 1))
+	select {
+	case <-call.Done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if call.Error == nil {
+		return nil
+	}
+	var se rpc.ServerError
+	if errors.As(call.Error, &se) {
+		return errors.New(string(se))
+	}
+	select {
+	case <-c.exited:
+		if err := c.Err(); err != nil {
+			return fmt.Errorf("%s: %v (%v)", method, call.Error, err)
+		}
+		return fmt.Errorf("%s: %v (the %s process exited)", method, call.Error, c.name)
+	default:
+		return fmt.Errorf("%s process: %s: %w", c.name, method, call.Error)
+	}
 }
 
 // Signal sends sig to the child unless it has exited.

@@ -3,7 +3,6 @@ package netns
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/netip"
 	"net/rpc"
@@ -91,34 +90,7 @@ func (d *Dataplane) Close() error {
 }
 
 func (d *Dataplane) call(ctx context.Context, method string, args, reply any) error {
-	c := d.client.Go(method, args, reply, make(chan *rpc.Call, 1))
-	select {
-	case <-c.Done:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	if c.Error == nil {
-		return nil
-	}
-	var se rpc.ServerError
-	if errors.As(c.Error, &se) {
-		return errors.New(string(se))
-	}
-	return ChildCallError("dataplane", d.child, c.Error)
-}
-
-// ChildCallError is the error of a failed call to a child: when the child
-// has exited, how it ended.
-func ChildCallError(what string, c *Child, err error) error {
-	select {
-	case <-c.Exited():
-		if cerr := c.Err(); cerr != nil {
-			return fmt.Errorf("%s: %v (%v)", what, err, cerr)
-		}
-		return fmt.Errorf("%s: %v (the process exited)", what, err)
-	default:
-		return fmt.Errorf("%s: %w", what, err)
-	}
+	return d.child.Call(ctx, d.client, method, args, reply)
 }
 
 // SetupReply answers Dataplane.Setup.

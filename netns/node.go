@@ -238,22 +238,7 @@ func StartNode(ctx context.Context, opts NodeOptions) (*NodeProcess, error) {
 		exited:     make(chan struct{}),
 	}
 
-	// Pdeathsig fires when the *thread* that forked the child exits, so
-	// fork from a thread that stays locked until the child is gone.
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			close(p.exited)
-			return
-		}
-		started <- nil
-		p.waitErr = cmd.Wait()
-		close(p.exited)
-	}()
-	err = <-started
+	err = startLocked(cmd, func(err error) { p.waitErr = err; close(p.exited) })
 	// The child holds its own copies now.
 	inR.Close()
 	outW.Close()
@@ -479,4 +464,24 @@ func RunNode(ctx context.Context, opts NodeOptions, in, out any) error {
 		return err
 	}
 	return res.Decode(out)
+}
+
+// startLocked starts cmd and reaps it in the background, calling exited
+// with Wait's error (or Start's, when it did not start). Pdeathsig fires
+// when the *thread* that forked the child exits, so the fork happens on a
+// thread that stays locked until the child is gone.
+func startLocked(cmd *exec.Cmd, exited func(error)) error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			exited(err)
+			return
+		}
+		started <- nil
+		exited(cmd.Wait())
+	}()
+	return <-started
 }

@@ -100,20 +100,7 @@ func startKubeProxy(env *netns.NodeEnv, api remoteapi.Invoker, start KubeProxySt
 }
 
 func (k *kubeProxy) call(ctx context.Context, method string, args, reply any) error {
-	c := k.calls.Go("KubeProxy."+method, args, reply, make(chan *rpc.Call, 1))
-	select {
-	case <-c.Done:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	if c.Error == nil {
-		return nil
-	}
-	var se rpc.ServerError
-	if errors.As(c.Error, &se) {
-		return errors.New(string(se))
-	}
-	return netns.ChildCallError("kube-proxy's process", k.child, c.Error)
+	return k.child.Call(ctx, k.calls, "KubeProxy."+method, args, reply)
 }
 
 // get is call for the accessors: errors are kept, not returned.
