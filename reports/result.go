@@ -131,7 +131,7 @@ type ModeResult struct {
 	// Distributions are the probe steps' verdicts: the share test over
 	// their Services and the per-probe checks.
 	Distributions []StepDistribution `json:"distributions,omitempty"`
-	// Resources of the node process.
+	// Resources: kube-proxy's and the harness's, apart.
 	Resources Resources `json:"resources"`
 	// KernelCalls sums the proxier's calls into its iptables interface
 	// (utiliptables, wrapped and timed per call) by method: where a sync's
@@ -210,7 +210,7 @@ type SweepPoint struct {
 	// Rules are the dataplane counts right after the first sync, every
 	// kind the mode's reader reports (iptables/nat, nftables/rules, ...).
 	Rules map[string]int `json:"rules,omitempty"`
-	// PeakRSSBytes is the node process's peak resident set size.
+	// PeakRSSBytes is kube-proxy's process's peak resident set size.
 	PeakRSSBytes int64 `json:"peakRSSBytes"`
 	// Error is set when the run failed; the point is then not fitted.
 	Error string `json:"error,omitempty"`

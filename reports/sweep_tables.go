@@ -16,7 +16,7 @@ func sweepTables(r *Result) []reportTable {
 	}
 	points := reportTable{
 		Title:  fmt.Sprintf("Sweep: cost by size of group %s", sw.Group),
-		Header: []string{"mode", "count", "services", "endpoints", "where", "first sync", "local slope", "rules after first sync", "peak rss"},
+		Header: []string{"mode", "count", "services", "endpoints", "where", "first sync", "local slope", "rules after first sync", "kube-proxy peak rss"},
 	}
 	fits := reportTable{
 		Title:  "Sweep: growth exponents",
