@@ -331,6 +331,7 @@ func NewClientset(c *rpc.Client) *fake.Clientset {
 func remoteWatch(c *rpc.Client, id int64) watch.Interface {
 	ch := make(chan watch.Event)
 	pw := watch.NewProxyWatcher(ch)
+	stop := func() { c.Go(serviceName+".Stop", id, &struct{}{}, make(chan *rpc.Call, 1)) }
 	go func() {
 		defer close(ch)
 		for {
@@ -339,7 +340,7 @@ func remoteWatch(c *rpc.Client, id int64) watch.Interface {
 			select {
 			case <-call.Done:
 			case <-pw.StopChan():
-				c.Go(serviceName+".Stop", id, &struct{}{}, make(chan *rpc.Call, 1))
+				stop()
 				return
 			}
 			if call.Error != nil {
@@ -354,7 +355,7 @@ func remoteWatch(c *rpc.Client, id int64) watch.Interface {
 				select {
 				case ch <- watch.Event{Type: e.Type, Object: obj}:
 				case <-pw.StopChan():
-					c.Go(serviceName+".Stop", id, &struct{}{}, make(chan *rpc.Call, 1))
+					stop()
 					return
 				}
 			}
