@@ -103,6 +103,7 @@ const (
 	ruleLocalReady     = "ready endpoints on this node (traffic policy Local)"
 	ruleLocalServingTm = "serving terminating endpoints on this node (traffic policy Local)"
 	ruleSameNode       = "ready endpoints hinted for this node (PreferSameNode)"
+	ruleIPVSFallback   = " (traffic policy Local, none on this node: IPVS falls back to cluster-wide)"
 )
 
 func ruleSameZone(dist string) string {
@@ -228,7 +229,7 @@ func TestExpect(t *testing.T) {
 		},
 		{
 			name: "internalTrafficPolicy Local without local endpoints: dropped",
-			why:  "iptables/proxier.go:899-905 DROPs ClusterIP traffic \"has no local endpoints\" (IPVS differs for NodePort/LB Services, see report)",
+			why:  "iptables/proxier.go:899-905 DROPs ClusterIP traffic \"has no local endpoints\" (IPVS differs: see the IPVS cases)",
 			in: ExpectInput{Service: service(sameZone("10.244.1.1", sim.Ready), farZone("10.244.2.1", sim.Ready)),
 				Group: group(itpLocal), From: scenarios.FromPod, Target: scenarios.TargetClusterIP},
 			want: Expectation{Local: true, SourcePreserved: kept, Rule: ruleLocalServingTm},
@@ -278,7 +279,7 @@ func TestExpect(t *testing.T) {
 		},
 		{
 			name: "externalTrafficPolicy Local from outside without local endpoints: dropped",
-			why:  "iptables/proxier.go:907-914 DROPs external traffic \"has no local endpoints\" (IPVS differs, see report)",
+			why:  "iptables/proxier.go:907-914 DROPs external traffic \"has no local endpoints\" (IPVS differs: see the IPVS cases)",
 			in: ExpectInput{Service: service(sameZone("10.244.1.1", sim.Ready), farZone("10.244.2.1", sim.Ready)),
 				Group: nodePortGroup(etpLocal, nil), From: scenarios.FromExternal, Target: scenarios.TargetNodePort},
 			want: Expectation{Local: true, SourcePreserved: kept, Rule: ruleLocalServingTm},
@@ -298,7 +299,7 @@ func TestExpect(t *testing.T) {
 		},
 		{
 			name: "externalTrafficPolicy Local from a pod to a NodePort: cluster-wide",
-			why:  "iptables/proxier.go:1115-1124 short-circuits pod traffic to the cluster policy chain (nftables/proxier.go:1659-1671); IPVS does not (see report)",
+			why:  "iptables/proxier.go:1115-1124 short-circuits pod traffic to the cluster policy chain (nftables/proxier.go:1659-1671); IPVS does not (see the IPVS cases)",
 			in:   ExpectInput{Service: mixed(), Group: nodePortGroup(etpLocal, nil), From: scenarios.FromPod, Target: scenarios.TargetNodePort},
 			want: Expectation{Eligible: allReadyOfMixed, Rule: ruleReady},
 		},
@@ -447,6 +448,46 @@ func TestExpect(t *testing.T) {
 			why:  "iptables/proxier.go:861 external traffic uses the cluster policy chain, whose endpoints are topology-filtered (topology.go:60-68)",
 			in:   ExpectInput{Service: zoned(), Group: nodePortGroup(etpCluster, preferClose), From: scenarios.FromExternal, Target: scenarios.TargetNodePort},
 			want: Expectation{Eligible: addrPorts("10.244.0.1:8080", "10.244.1.1:8080"), SourcePreserved: masqueraded, Rule: ruleSameZone("PreferClose")},
+		},
+
+		// IPVS (pkg/proxy/ipvs/proxier.go v1.37.1).
+		{
+			name: "IPVS internalTrafficPolicy Local: ready endpoints on this node",
+			why:  "ipvs/proxier.go:850-854 syncs the ClusterIP virtual server with internalNodeLocal; syncEndpoint:1606-1608 keeps the local endpoints",
+			in:   ExpectInput{Service: mixed(), Group: group(itpLocal), From: scenarios.FromPod, Target: scenarios.TargetClusterIP, Mode: scenarios.ModeIPVS},
+			want: Expectation{Eligible: addrPorts("10.244.0.1:8080"), Local: true, SourcePreserved: kept, Rule: ruleLocalReady},
+		},
+		{
+			name: "IPVS internalTrafficPolicy Local without local endpoints: cluster-wide",
+			why:  "ipvs/proxier.go:1609-1614: no local endpoint, so the cluster ones (kubernetes#97081), where iptables and nftables drop",
+			in: ExpectInput{Service: service(sameZone("10.244.1.1", sim.Ready), farZone("10.244.2.1", sim.Ready)),
+				Group: group(itpLocal), From: scenarios.FromPod, Target: scenarios.TargetClusterIP, Mode: scenarios.ModeIPVS},
+			want: Expectation{Eligible: addrPorts("10.244.1.1:8080", "10.244.2.1:8080"), SourcePreserved: kept, Rule: ruleReady + ruleIPVSFallback},
+		},
+		{
+			name: "IPVS externalTrafficPolicy Local from a pod to a NodePort: local endpoints",
+			why:  "ipvs/proxier.go:1138 syncs the NodePort virtual server with ExternalPolicyLocal whoever connects; IPVS has no pod short-circuit like iptables/proxier.go:1115-1124",
+			in:   ExpectInput{Service: mixed(), Group: nodePortGroup(etpLocal, nil), From: scenarios.FromPod, Target: scenarios.TargetNodePort, Mode: scenarios.ModeIPVS},
+			want: Expectation{Eligible: addrPorts("10.244.0.1:8080"), Local: true, Rule: ruleLocalReady},
+		},
+		{
+			name: "IPVS externalTrafficPolicy Local from the node to a LoadBalancer IP: local endpoints",
+			why:  "ipvs/proxier.go:1017 syncs the LoadBalancer virtual server with ExternalPolicyLocal, for the node's own connections too",
+			in:   ExpectInput{Service: mixed(), Group: lbGroup(etpLocal), From: scenarios.FromNode, Target: scenarios.TargetLoadBalancer, Mode: scenarios.ModeIPVS},
+			want: Expectation{Eligible: addrPorts("10.244.0.1:8080"), Local: true, Rule: ruleLocalReady},
+		},
+		{
+			name: "IPVS externalTrafficPolicy Local from outside without local endpoints: cluster-wide, source not checked",
+			why:  "ipvs/proxier.go:1609-1614 routes external traffic to the cluster endpoints, unmasqueraded: a real remote pod's reply would bypass the node",
+			in: ExpectInput{Service: service(sameZone("10.244.1.1", sim.Ready), farZone("10.244.2.1", sim.Ready)),
+				Group: nodePortGroup(etpLocal, nil), From: scenarios.FromExternal, Target: scenarios.TargetNodePort, Mode: scenarios.ModeIPVS},
+			want: Expectation{Eligible: addrPorts("10.244.1.1:8080", "10.244.2.1:8080"), Rule: ruleReady + ruleIPVSFallback},
+		},
+		{
+			name: "IPVS externalTrafficPolicy Cluster from outside: masqueraded, every ready endpoint",
+			why:  "ipvs/proxier.go:1138 with ExternalPolicyLocal false syncs the cluster endpoints; the KUBE-NODE-PORT-TCP set jumps to KUBE-MARK-MASQ (ipvs/proxier.go:499)",
+			in:   ExpectInput{Service: mixed(), Group: nodePortGroup(etpCluster, nil), From: scenarios.FromExternal, Target: scenarios.TargetNodePort, Mode: scenarios.ModeIPVS},
+			want: Expectation{Eligible: allReadyOfMixed, SourcePreserved: masqueraded, Rule: ruleReady},
 		},
 
 		// Session affinity and groups.

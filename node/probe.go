@@ -48,7 +48,7 @@ func (n *node) probe(ctx context.Context, index int, st scenarios.Step) error {
 			if t, ok := n.target(svc, port, p.Target); ok {
 				targets = append(targets, probeTarget{svc: svc, port: port, target: t, exp: Expect(ExpectInput{
 					Service: svc, Port: port, Group: n.group(svc.Group), Node: n.s.Spec.Cluster.Node,
-					MasqueradeAll: n.masqueradeAll(), From: p.From, Target: p.Target,
+					MasqueradeAll: n.masqueradeAll(), From: p.From, Target: p.Target, Mode: n.ms.Mode,
 				})})
 			}
 		}

@@ -188,6 +188,7 @@ func Start(ctx context.Context, opts Options) (*Proxier, error) {
 
 	p.rec = newRecorder(defaultGather, v1.IPv4Protocol)
 	p.rec.allFull = opts.Mode == ModeIPVS
+	p.rec.minSync = cfg.MinSyncPeriod.Duration
 	p.rec.start(ctx)
 	handlers := observedHandlers{
 		topology: topologyObserver{next: p.provider, in: p.inputs, delay: opts.topologyDelay},

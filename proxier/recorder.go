@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
 )
 
 // pollInterval is how often the recorder reads kube-proxy's histograms. A
@@ -31,6 +32,12 @@ const (
 	metricPartialRestoreFailures = "kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total"
 	metricNFTablesSyncFailures   = "kubeproxy_sync_proxy_rules_nftables_sync_failures_total"
 	metricNFTablesCleanFailures  = "kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total"
+	// The change trackers' pending gauges (no ip_family label): how many
+	// Services and EndpointSlices changed since a sync last took the
+	// changes (pkg/proxy/servicechangetracker.go,
+	// endpointschangetracker.go).
+	metricServicePending  = "kubeproxy_sync_proxy_rules_service_changes_pending"
+	metricEndpointPending = "kubeproxy_sync_proxy_rules_endpoint_changes_pending"
 )
 
 // Sync is one sync of the proxier (or several, when Merged > 1), read from
@@ -83,6 +90,10 @@ type Totals struct {
 	// last queued (Sync called) and when a sync last succeeded.
 	LastQueued time.Time `json:"lastQueued"`
 	LastSynced time.Time `json:"lastSynced"`
+	// ServicesPending and EndpointsPending are kube-proxy's pending-changes
+	// gauges: changes its trackers hold that no sync has taken yet.
+	ServicesPending  int64 `json:"servicesPending,omitempty"`
+	EndpointsPending int64 `json:"endpointsPending,omitempty"`
 	// kube-proxy's failure counters (see the metric names above).
 	RestoreFailures        uint64 `json:"restoreFailures,omitempty"`
 	PartialRestoreFailures uint64 `json:"partialRestoreFailures,omitempty"`
@@ -103,17 +114,29 @@ type recorder struct {
 	// allFull: the proxier observes no full/partial histograms (IPVS),
 	// and every sync is full.
 	allFull bool
+	// minSync is kube-proxy's minSyncPeriod (caughtUp); 0 turns that
+	// check off.
+	minSync time.Duration
 
-	mu        sync.Mutex
-	last      Totals // as of the last recorded sync
-	seen      Totals // as of the last poll
-	quietAt   time.Time
-	polledAt  time.Time // when the last poll began
-	pending   time.Time // End of a change seen but not yet recorded
-	syncs     []Sync
-	prog      []Programming
-	gatherErr error
-	changed   chan struct{} // closed and replaced on every new Sync
+	mu       sync.Mutex
+	last     Totals // as of the last recorded sync
+	seen     Totals // as of the last poll
+	quietAt  time.Time
+	polledAt time.Time // when the last poll began
+	pending  time.Time // End of a change seen but not yet recorded
+	recheck  bool      // the change looked like a failed sync once: read again
+	// endedAfter is a lower bound on when the last recorded sync ended:
+	// the start of the last poll that had not seen it.
+	endedAfter time.Time
+	// caughtUp is the start of the last poll that proved every change
+	// kube-proxy's trackers had counted by then programmed, by the sync
+	// caughtUpSync (an index into syncs); see checkCaughtUp.
+	caughtUp     time.Time
+	caughtUpSync int
+	syncs        []Sync
+	prog         []Programming
+	gatherErr    error
+	changed      chan struct{} // closed and replaced on every new Sync
 }
 
 func newRecorder(gather gatherFunc, family v1.IPFamily) *recorder {
@@ -164,6 +187,18 @@ func (r *recorder) read() (Totals, error) {
 						t.LastQueued = at
 					} else {
 						t.LastSynced = at
+					}
+				}
+			}
+			continue
+		case metricServicePending, metricEndpointPending:
+			for _, m := range f.GetMetric() {
+				if m.GetGauge() != nil {
+					v := int64(m.GetGauge().GetValue())
+					if f.GetName() == metricServicePending {
+						t.ServicesPending = v
+					} else {
+						t.EndpointsPending = v
 					}
 				}
 			}
@@ -225,6 +260,7 @@ func (r *recorder) poll() {
 	}
 	r.seen = t
 	if t.SyncCount == r.last.SyncCount {
+		r.checkCaughtUp(t, before, after)
 		r.quietAt = before
 		return
 	}
@@ -237,6 +273,18 @@ func (r *recorder) poll() {
 	if !r.allFull && t.FullCount+t.PartialCount < t.SyncCount {
 		return
 	}
+	// A sync sets the last-successful-sync gauge before it observes its
+	// duration, but one Gather may read the gauge before the histogram,
+	// and a sync can end in between: the gauge then looks unmoved. The
+	// next poll reads it after this one's histogram read, so it has moved
+	// by then if the sync succeeded. Without this a successful sync was
+	// sometimes recorded as failed, and a sync step waited for kube-proxy's
+	// periodic sync.
+	if !t.LastSynced.After(r.last.LastSynced) && !r.recheck {
+		r.recheck = true
+		return
+	}
+	r.recheck = false
 	n := int(t.SyncCount - r.last.SyncCount)
 	d := seconds(t.SyncSeconds - r.last.SyncSeconds)
 	full := int(t.FullCount - r.last.FullCount)
@@ -262,7 +310,38 @@ func (r *recorder) poll() {
 		FullCount: full,
 		Merged:    n,
 	})
+	r.endedAfter = r.quietAt
 	r.last, r.quietAt, r.pending = t, before, time.Time{}
+	r.checkCaughtUp(t, before, after)
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// checkCaughtUp records a poll, read between before and after, that
+// proves kube-proxy has programmed every change its trackers had counted
+// when the poll began. Sync.Start is a lower bound, early by up to a poll
+// interval, so a sync that began just after the last change was queued
+// cannot be told apart by time from one that began just before it (which
+// leaves the change to the next sync). kube-proxy's own state settles it:
+//   - its pending gauges read 0: a sync has taken every change counted
+//     before the read (the trackers count a change before they queue a
+//     sync, and a sync zeroes the gauge before taking the changes);
+//   - no sync can be running: the last recorded one (successful, and not
+//     the first, which kube-proxy calls directly while its sync runner can
+//     start another at once) ended after endedAfter, and upstream's
+//     BoundedFrequencyRunner starts the next one at least minSyncPeriod
+//     after a sync returns; this poll ended before that.
+//
+// So that sync took and programmed them all.
+func (r *recorder) checkCaughtUp(t Totals, before, after time.Time) {
+	k := len(r.syncs) - 1
+	if r.minSync <= 0 || k < 1 || !r.syncs[k].Succeeded || !r.pending.IsZero() {
+		return
+	}
+	if t.ServicesPending != 0 || t.EndpointsPending != 0 || !after.Before(r.endedAfter.Add(r.minSync)) {
+		return
+	}
+	r.caughtUp, r.caughtUpSync = before, k
 	close(r.changed)
 	r.changed = make(chan struct{})
 }
@@ -346,8 +425,21 @@ func (r *recorder) Syncs() []Sync {
 // last-successful-sync timestamp after floor (Sync.Synced), even when
 // nothing was queued since.
 func (r *recorder) waitFor(ctx context.Context, after, floor time.Time) (Sync, error) {
+	report := time.NewTicker(waitReportEvery)
+	defer report.Stop()
+	r.mu.Lock()
+	queued := r.seen.LastQueued
+	r.mu.Unlock()
 	for {
 		r.mu.Lock()
+		// Every change counted by caughtUp is programmed: enough when
+		// that is after the time waited for and after the last queued
+		// change as of this call (its tracker counted it before).
+		if !r.caughtUp.IsZero() && r.caughtUp.After(after) && r.caughtUp.After(queued) && r.syncs[r.caughtUpSync].Synced.After(floor) {
+			s := r.syncs[r.caughtUpSync]
+			r.mu.Unlock()
+			return s, nil
+		}
 		if n := len(r.syncs); n > 0 && r.syncs[n-1].Succeeded && r.syncs[n-1].Start.After(r.seen.LastQueued) && r.syncs[n-1].Synced.After(floor) {
 			s := r.syncs[n-1]
 			r.mu.Unlock()
@@ -371,6 +463,18 @@ func (r *recorder) waitFor(ctx context.Context, after, floor time.Time) (Sync, e
 		case <-ctx.Done():
 			return Sync{}, ctx.Err()
 		case <-ch:
+		case <-report.C:
+			r.mu.Lock()
+			var last Sync
+			if n := len(r.syncs); n > 0 {
+				last = r.syncs[n-1]
+			}
+			klog.InfoS("Still waiting for a sync", "after", after, "floor", floor, "syncs", len(r.syncs),
+				"lastSync", last, "lastQueued", r.seen.LastQueued, "lastSynced", r.seen.LastSynced, "polledAt", r.polledAt)
+			r.mu.Unlock()
 		}
 	}
 }
+
+// waitReportEvery is how often a waitFor that goes on logs what it has.
+const waitReportEvery = 10 * time.Second

@@ -16,6 +16,10 @@ type fakeHistograms map[string][2]float64 // count, sum
 func (f fakeHistograms) gather() ([]*dto.MetricFamily, error) {
 	var out []*dto.MetricFamily
 	for name, cs := range f {
+		if name == metricServicePending || name == metricEndpointPending {
+			out = append(out, &dto.MetricFamily{Name: &name, Metric: []*dto.Metric{{Gauge: &dto.Gauge{Value: ptr(cs[0])}}}})
+			continue
+		}
 		if name == metricLastQueued || name == metricLastSynced {
 			out = append(out, &dto.MetricFamily{Name: &name, Metric: []*dto.Metric{
 				{Label: []*dto.LabelPair{label("ip_family", "IPv4")}, Gauge: &dto.Gauge{Value: ptr(cs[0])}},
@@ -102,6 +106,7 @@ func TestRecorderSyncs(t *testing.T) {
 	h[metricSync] = [2]float64{4, 1.0}
 	h[metricSyncPartial] = [2]float64{3, 0.5}
 	r.poll()
+	r.poll() // a sync that looks failed is decided a poll later
 	if got := r.Syncs(); len(got) != 3 || got[2].Succeeded {
 		t.Fatalf("third sync: got %+v, want a failed one", got)
 	}
@@ -126,6 +131,7 @@ func TestRecorderAllFull(t *testing.T) {
 	r.poll()
 	h[metricSync] = [2]float64{2, 1.5}
 	r.poll()
+	r.poll() // no last-sync gauge here: decided a poll later
 	got := r.Syncs()
 	if len(got) != 1 || !got[0].Full || got[0].FullCount != 2 || got[0].Merged != 2 || got[0].Duration != 1500*time.Millisecond {
 		t.Errorf("syncs = %+v, want one entry of 2 merged full syncs, 1.5s", got)
@@ -204,5 +210,119 @@ func TestRecorderFloor(t *testing.T) {
 	}
 	if s, err := r.waitFor(context.Background(), time.Time{}, time.Unix(1000, 700_000_000)); err != nil || s.Duration != 500*time.Millisecond {
 		t.Errorf("waitFor = %+v, %v; want the sync, which ended after the floor", s, err)
+	}
+}
+
+// TestRecorderCaughtUp: a change queued a moment before the sync that
+// took it began. Sync.Start (a lower bound) comes out before the change's
+// queue time, so by the times alone the sync may have missed it; with
+// nothing more to sync kube-proxy's next sync is its periodic one, an hour
+// away by default. kube-proxy's pending gauges at 0 while no sync can be
+// running prove the sync took it.
+func TestRecorderCaughtUp(t *testing.T) {
+	ms := func(n float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(n * float64(time.Millisecond))) }
+	secs := func(at time.Time) float64 { return float64(at.UnixNano()) / 1e9 }
+	setup := func(minSync time.Duration, pending float64, late time.Duration) *recorder {
+		h := fakeHistograms{metricSync: {0, 0}, metricSyncFull: {0, 0}, metricSyncPartial: {0, 0},
+			metricLastQueued: {0}, metricLastSynced: {0}, metricServicePending: {0}, metricEndpointPending: {0}}
+		clock := &fakeClock{t: time.Unix(1000, 0)}
+		r := newRecorder(h.gather, v1.IPv4Protocol)
+		r.now, r.minSync = clock.now, minSync
+		r.poll() // baseline: 1..2 ms
+		// The first sync, full, 0.5 s.
+		h[metricSync], h[metricSyncFull] = [2]float64{1, 0.5}, [2]float64{1, 0.5}
+		h[metricLastSynced] = [2]float64{secs(ms(2.5))}
+		r.poll() // 3..4
+		r.poll() // quiet: 5..6
+		// A change at 6.2 ms, queued; the partial sync that takes it
+		// begins at 6.3 ms, sets the last-sync gauge at 6.8 ms and returns
+		// at 7.5 ms. Its Start, from the gauge, is 5.8 ms: before the
+		// change was queued.
+		h[metricServicePending] = [2]float64{pending}
+		h[metricLastQueued] = [2]float64{secs(ms(6.2))}
+		h[metricSync], h[metricSyncPartial] = [2]float64{2, 0.5012}, [2]float64{1, 0.0012}
+		h[metricLastSynced] = [2]float64{secs(ms(6.8))}
+		clock.t = clock.t.Add(late)
+		r.poll() // 7..8: the sync
+		r.poll() // quiet: 9..10
+		return r
+	}
+	wait := func(r *recorder, after time.Time) (Sync, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		return r.waitFor(ctx, after, time.Time{})
+	}
+
+	r := setup(50*time.Millisecond, 0, 0)
+	if got := r.Syncs()[1].Start; !got.Before(ms(6.2)) {
+		t.Fatalf("the second sync's Start is %v, want it before the change was queued (what this test is about)", got)
+	}
+	s, err := wait(r, ms(6))
+	if err != nil || s.Merged != 1 || s.Full {
+		t.Errorf("waitFor(the change's write) = %+v, %v; want the partial sync", s, err)
+	}
+
+	// The same without kube-proxy's minSyncPeriod known: the wait goes on.
+	r = setup(0, 0, 0)
+	if s, err := wait(r, ms(6)); err == nil {
+		t.Errorf("waitFor with minSync 0 returned %+v; want it to go on", s)
+	}
+
+	// A change still pending: the sync did not take it.
+	r = setup(50*time.Millisecond, 1, 0)
+	if s, err := wait(r, ms(6)); err == nil {
+		t.Errorf("waitFor with a change pending returned %+v", s)
+	}
+
+	// Polls late by more than minSyncPeriod: another sync may be running,
+	// so a zero gauge proves nothing.
+	r = setup(50*time.Millisecond, 0, time.Second)
+	if s, err := wait(r, ms(6)); err == nil {
+		t.Errorf("waitFor after a late poll returned %+v", s)
+	}
+
+	// Only the first sync: kube-proxy calls it directly, and its runner may
+	// start the next at once.
+	h := fakeHistograms{metricSync: {0, 0}, metricSyncFull: {0, 0}, metricSyncPartial: {0, 0},
+		metricLastQueued: {secs(ms(2.2))}, metricLastSynced: {0}, metricServicePending: {0}, metricEndpointPending: {0}}
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	r = newRecorder(h.gather, v1.IPv4Protocol)
+	r.now, r.minSync = clock.now, 50*time.Millisecond
+	r.poll()
+	h[metricSync], h[metricSyncFull] = [2]float64{1, 0.0012}, [2]float64{1, 0.0012}
+	h[metricLastSynced] = [2]float64{secs(ms(2.8))}
+	r.poll()
+	r.poll()
+	if s, err := wait(r, ms(2)); err == nil {
+		t.Errorf("waitFor on the first sync alone returned %+v", s)
+	}
+}
+
+// TestRecorderGaugeReadEarly: one Gather read kube-proxy's
+// last-successful-sync gauge before the sync set it and the duration
+// histogram after the sync observed it. The sync succeeded: the next poll
+// sees the gauge moved, and the recorder waits for it before it decides.
+func TestRecorderGaugeReadEarly(t *testing.T) {
+	h := fakeHistograms{metricSync: {0, 0}, metricSyncFull: {0, 0}, metricSyncPartial: {0, 0}, metricLastQueued: {1000.0}, metricLastSynced: {0}}
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	r := newRecorder(h.gather, v1.IPv4Protocol)
+	r.now = clock.now
+	r.poll()
+	h[metricSync], h[metricSyncFull] = [2]float64{1, 0.5}, [2]float64{1, 0.5}
+	r.poll() // the histogram moved, the gauge not yet (as read)
+	h[metricLastSynced] = [2]float64{1000.003}
+	r.poll()
+	got := r.Syncs()
+	if len(got) != 1 || !got[0].Succeeded || !got[0].Synced.Equal(time.Unix(1000, 3_000_000)) || got[0].End != time.Unix(1000, 4_000_000) {
+		t.Fatalf("syncs = %+v; want one successful sync, synced at 1000.003, seen at the first poll (1000.004)", got)
+	}
+
+	// A sync that failed: the gauge stays, and the sync is recorded as
+	// failed one poll later.
+	h[metricSync], h[metricSyncFull] = [2]float64{2, 1.0}, [2]float64{2, 1.0}
+	r.poll()
+	r.poll()
+	if got := r.Syncs(); len(got) != 2 || got[1].Succeeded {
+		t.Fatalf("syncs = %+v; want a second, failed one", got)
 	}
 }
