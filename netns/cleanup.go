@@ -157,7 +157,7 @@ func nodeProcesses(proc string) ([]nodeProc, error) {
 			continue // gone meanwhile
 		}
 		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-		if len(args) < 4 || args[0] != nodeArgv0 {
+		if len(args) < 4 || args[0] != NodeArgv0 {
 			continue
 		}
 		owner, err := strconv.Atoi(args[3])

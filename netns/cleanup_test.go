@@ -95,13 +95,13 @@ func TestNodeProcesses(t *testing.T) {
 		ppid int
 	}{
 		10: {args: []string{"kpsim", "run"}, ppid: 1},
-		11: {args: []string{nodeArgv0, "proxier", "kpsim-aaaa", "10"}, ppid: 10}, // owned
-		12: {args: []string{nodeArgv0, "proxier", "kpsim-bbbb", "99"}, ppid: 1},  // orphan
+		11: {args: []string{NodeArgv0, "proxier", "kpsim-aaaa", "10"}, ppid: 10}, // owned
+		12: {args: []string{NodeArgv0, "proxier", "kpsim-bbbb", "99"}, ppid: 1},  // orphan
 		13: {args: []string{"bash"}, ppid: 1},
 		// Forked by node 11 to run a program, not yet exec'd: not an orphan.
-		14: {args: []string{nodeArgv0, "proxier", "kpsim-aaaa", "10"}, ppid: 11},
+		14: {args: []string{NodeArgv0, "proxier", "kpsim-aaaa", "10"}, ppid: 11},
 		// Left by node 12 (an orphan itself): the orphan is its parent.
-		15: {args: []string{nodeArgv0, "proxier", "kpsim-bbbb", "99"}, ppid: 12},
+		15: {args: []string{NodeArgv0, "proxier", "kpsim-bbbb", "99"}, ppid: 12},
 	})
 	nodes, err := nodeProcesses(proc)
 	if err != nil {

@@ -160,13 +160,13 @@ type NodeProcess struct {
 	inMu   sync.Mutex
 
 	events     chan Event
-	queue      *eventQueue
+	queue      *EventQueue
 	readerDone chan struct{}
 	exited     chan struct{}
 	waitErr    error
 
 	mu     sync.Mutex
-	result *wireMsg
+	result *WireMsg
 	readEr error
 }
 
@@ -214,8 +214,8 @@ func StartNode(ctx context.Context, opts NodeOptions) (*NodeProcess, error) {
 	cmd := &exec.Cmd{
 		Path: "/proc/self/exe",
 		// Cleanup finds nodes by this argv (and never reads environments).
-		Args:   []string{nodeArgv0, opts.Name, cfg.RunID, strconv.Itoa(os.Getpid())},
-		Env:    append(os.Environ(), envNodeName+"="+opts.Name, envNodeConfig+"="+string(spec)),
+		Args:   []string{NodeArgv0, opts.Name, cfg.RunID, strconv.Itoa(os.Getpid())},
+		Env:    append(os.Environ(), EnvNodeName+"="+opts.Name, EnvNodeConfig+"="+string(spec)),
 		Stdout: stdout,
 		Stderr: stderr,
 		// fd 3 and 4 in the node (nodeInputFD, nodeOutputFD).
@@ -233,7 +233,7 @@ func StartNode(ctx context.Context, opts NodeOptions) (*NodeProcess, error) {
 		cmd:        cmd,
 		input:      inW,
 		events:     make(chan Event),
-		queue:      newEventQueue(),
+		queue:      NewEventQueue(),
 		readerDone: make(chan struct{}),
 		exited:     make(chan struct{}),
 	}
@@ -262,12 +262,12 @@ func StartNode(ctx context.Context, opts NodeOptions) (*NodeProcess, error) {
 // read turns the node's output lines into events and the result.
 func (p *NodeProcess) read(r io.ReadCloser) {
 	defer close(p.readerDone)
-	defer p.queue.close()
+	defer p.queue.Close()
 	defer r.Close()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 256<<20)
 	for sc.Scan() {
-		var m wireMsg
+		var m WireMsg
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			p.mu.Lock()
 			p.readEr = fmt.Errorf("node %q: bad output line: %w", p.name, err)
@@ -282,7 +282,7 @@ func (p *NodeProcess) read(r io.ReadCloser) {
 		default:
 			// Queued without bound: a slow consumer must never block the
 			// node's writes (and so the node itself).
-			p.queue.push(Event{Kind: m.Kind, Time: m.Time, Data: m.Data})
+			p.queue.Push(Event{Kind: m.Kind, Time: m.Time, Data: m.Data})
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -296,54 +296,12 @@ func (p *NodeProcess) read(r io.ReadCloser) {
 func (p *NodeProcess) pump() {
 	defer close(p.events)
 	for {
-		ev, ok := p.queue.pop()
+		ev, ok := p.queue.Pop()
 		if !ok {
 			return
 		}
 		p.events <- ev
 	}
-}
-
-type eventQueue struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	items  []Event
-	closed bool
-}
-
-func newEventQueue() *eventQueue {
-	q := &eventQueue{}
-	q.cond = sync.NewCond(&q.mu)
-	return q
-}
-
-func (q *eventQueue) push(ev Event) {
-	q.mu.Lock()
-	q.items = append(q.items, ev)
-	q.mu.Unlock()
-	q.cond.Signal()
-}
-
-func (q *eventQueue) close() {
-	q.mu.Lock()
-	q.closed = true
-	q.mu.Unlock()
-	q.cond.Broadcast()
-}
-
-// pop blocks until an event is queued or the queue is closed and empty.
-func (q *eventQueue) pop() (Event, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for len(q.items) == 0 && !q.closed {
-		q.cond.Wait()
-	}
-	if len(q.items) == 0 {
-		return Event{}, false
-	}
-	ev := q.items[0]
-	q.items = q.items[1:]
-	return ev, true
 }
 
 // Pid returns the node process's pid.

@@ -55,14 +55,14 @@ func TestRegisterNodeMainDuplicatePanics(t *testing.T) {
 }
 
 func TestEventQueueOrderAndClose(t *testing.T) {
-	q := newEventQueue()
+	q := NewEventQueue()
 	for i := range 1000 { // more than any channel buffer: push never blocks
-		q.push(Event{Kind: strings.Repeat("x", i%3+1)})
+		q.Push(Event{Kind: strings.Repeat("x", i%3+1)})
 	}
-	q.close()
+	q.Close()
 	n := 0
 	for {
-		ev, ok := q.pop()
+		ev, ok := q.Pop()
 		if !ok {
 			break
 		}
@@ -76,9 +76,9 @@ func TestEventQueueOrderAndClose(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() {
-		q2 := newEventQueue()
-		go func() { time.Sleep(10 * time.Millisecond); q2.close() }()
-		if _, ok := q2.pop(); ok {
+		q2 := NewEventQueue()
+		go func() { time.Sleep(10 * time.Millisecond); q2.Close() }()
+		if _, ok := q2.Pop(); ok {
 			t.Error("pop on a closed empty queue returned an event")
 		}
 		close(done)

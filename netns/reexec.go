@@ -14,15 +14,9 @@ import (
 	"time"
 )
 
-// The node process is this binary re-executed; these variables tell Init
-// which registered main to run and how. Init unsets them so programs the
-// node main starts (iptables, nft) do not inherit them.
+// The node process is this binary re-executed (EnvNodeName,
+// EnvNodeConfig in wire.go).
 const (
-	envNodeName   = "KPSIM_NETNS_NODE"
-	envNodeConfig = "KPSIM_NETNS_CONFIG"
-	// nodeArgv0 is the node process's argv[0] so leftovers can be found in
-	// /proc/*/cmdline by Cleanup.
-	nodeArgv0 = "kpsim-node"
 	// Pipes between orchestrator and node: ExtraFiles[0] and [1].
 	nodeInputFD  = 3
 	nodeOutputFD = 4
@@ -63,25 +57,6 @@ func lookupNodeMain(name string) (NodeMain, bool) {
 	return fn, ok
 }
 
-// nodeSpec is what the orchestrator hands the node process in envNodeConfig.
-type nodeSpec struct {
-	Config NodeConfig `json:"config"`
-	// Namespaces of the orchestrator: the node refuses to touch anything
-	// if it finds itself still in them.
-	HostNetNS uint64 `json:"hostNetNS"`
-	HostMntNS uint64 `json:"hostMntNS"`
-	ParentPID int    `json:"parentPID"`
-}
-
-// wireMsg is one JSON line on the node's output pipe.
-type wireMsg struct {
-	Type  string          `json:"type"` // "event" or "result"
-	Kind  string          `json:"kind,omitempty"`
-	Time  time.Time       `json:"time"`
-	Data  json.RawMessage `json:"data,omitempty"`
-	Error string          `json:"error,omitempty"`
-}
-
 // Init must be the first thing main (and TestMain) calls. In the
 // orchestrator it returns false at once. In a node process it sets up the
 // node, runs the registered main, writes the result and exits; in a
@@ -91,7 +66,7 @@ func Init() bool {
 	if child := os.Getenv(envChild); child != "" {
 		os.Exit(runChild(child))
 	}
-	name := os.Getenv(envNodeName)
+	name := os.Getenv(EnvNodeName)
 	if name == "" {
 		return false
 	}
@@ -101,9 +76,9 @@ func Init() bool {
 
 // runNode is the node process's whole life; it returns the exit code.
 func runNode(name string) int {
-	rawSpec := os.Getenv(envNodeConfig)
-	os.Unsetenv(envNodeName)
-	os.Unsetenv(envNodeConfig)
+	rawSpec := os.Getenv(EnvNodeConfig)
+	os.Unsetenv(EnvNodeName)
+	os.Unsetenv(EnvNodeConfig)
 	syscall.CloseOnExec(nodeInputFD)
 	syscall.CloseOnExec(nodeOutputFD)
 	in := os.NewFile(nodeInputFD, "kpsim-node-input")
@@ -111,13 +86,13 @@ func runNode(name string) int {
 	out := &msgWriter{w: bufio.NewWriter(outFile)}
 	fail := func(err error) int {
 		fmt.Fprintf(os.Stderr, "kpsim node %q: %v\n", name, err)
-		out.write(wireMsg{Type: "result", Time: time.Now(), Error: err.Error()})
+		out.write(WireMsg{Type: "result", Time: time.Now(), Error: err.Error()})
 		return 1
 	}
 
 	var spec nodeSpec
 	if err := json.Unmarshal([]byte(rawSpec), &spec); err != nil {
-		return fail(fmt.Errorf("decode %s: %w", envNodeConfig, err))
+		return fail(fmt.Errorf("decode %s: %w", EnvNodeConfig, err))
 	}
 	fn, ok := lookupNodeMain(name)
 	if !ok {
@@ -149,7 +124,7 @@ func runNode(name string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	runErr := fn(ctx, env)
-	msg := wireMsg{Type: "result", Time: time.Now(), Data: env.result}
+	msg := WireMsg{Type: "result", Time: time.Now(), Data: env.result}
 	if runErr != nil {
 		msg.Error = runErr.Error()
 	}
@@ -180,7 +155,7 @@ type msgWriter struct {
 	w  *bufio.Writer
 }
 
-func (m *msgWriter) write(msg wireMsg) error {
+func (m *msgWriter) write(msg WireMsg) error {
 	b, err := json.Marshal(msg)
 	if err != nil {
 		return fmt.Errorf("encode %s message: %w", msg.Type, err)
@@ -202,12 +177,12 @@ func (e *NodeEnv) Emit(kind string, data any) error {
 	if err != nil {
 		return fmt.Errorf("encode event %q: %w", kind, err)
 	}
-	m := wireMsg{Type: "event", Kind: kind, Time: time.Now(), Data: raw}
-	if os.Getenv(vmConsoleEventsEnv) == "1" {
+	m := WireMsg{Type: "event", Kind: kind, Time: time.Now(), Data: raw}
+	if os.Getenv(ConsoleEventsEnv) == "1" {
 		// In a VM the output reaches the host only when the VM ends; the
 		// console (the node's stderr) is live, so events go there too.
 		if line, err := json.Marshal(m); err == nil {
-			fmt.Fprintf(os.Stderr, "%s%s\n", vmEventMarker, line)
+			fmt.Fprintf(os.Stderr, "%s%s\n", ConsoleEventMarker, line)
 		}
 	}
 	return e.out.write(m)

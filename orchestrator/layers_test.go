@@ -25,8 +25,9 @@ func TestLayers(t *testing.T) {
 		"proxier":       {"scenarios", "proxier/rules", "toolexec"},
 		"reports":       {"scenarios", "proxier/rules"},
 		"netns":         {"toolexec"},
+		"vm":            {"netns"},
 		"node":          {"scenarios", "sim", "proxier", "proxier/rules", "netns", "reports", "toolexec", "remoteapi"},
-		"orchestrator":  {"scenarios", "proxier", "proxier/rules", "netns", "node", "reports", "toolexec"},
+		"orchestrator":  {"scenarios", "proxier", "proxier/rules", "netns", "vm", "node", "reports", "toolexec"},
 		"cmd/kpsim":     {"scenarios", "proxier", "netns", "orchestrator", "reports"},
 	}
 	for pkg, ok := range allowed {

@@ -73,7 +73,7 @@ func largestFit(mode string, sz scenarios.Size, avail int64) int {
 	return int((float64(avail) - memBase) / perService)
 }
 
-// Guest memory: kpsim run boots VMs with netns.VMOptions' default.
+// Guest memory: kpsim run boots VMs with vm.Options' default.
 const (
 	guestMemoryMiB = 1024
 	// guestOverhead is what the guest holds besides the node process:

@@ -11,10 +11,11 @@ import (
 	"github.com/kpsim/kpsim/node"
 	"github.com/kpsim/kpsim/reports"
 	"github.com/kpsim/kpsim/scenarios"
+	"github.com/kpsim/kpsim/vm"
 )
 
 // nodeHandle is what the orchestrator needs of a node, on the host
-// (netns.NodeProcess) or in a VM (netns.VMNode).
+// (netns.NodeProcess) or in a VM (vm.Node).
 type nodeHandle interface {
 	Send(v any) error
 	CloseInput() error
@@ -28,9 +29,9 @@ func (r *run) startNode(p point, in node.Input, m scenarios.ModeSpec, logName st
 	fail := func(err error) reports.ModeResult {
 		return reports.ModeResult{Name: m.Name, Mode: m.Mode, Backend: m.Backend, Error: err.Error()}
 	}
-	vm := r.placement[m.Name] == scenarios.KernelVM
-	if vm {
-		in.OutDir = netns.GuestFilesDir
+	inVM := r.placement[m.Name] == scenarios.KernelVM
+	if inVM {
+		in.OutDir = vm.GuestFilesDir
 	}
 	logPath := filepath.Join(p.dir, logName)
 	logFile, err := os.Create(logPath)
@@ -52,9 +53,9 @@ func (r *run) startNode(p point, in node.Input, m scenarios.ModeSpec, logName st
 		wait      func() (*netns.NodeResult, error)
 		placement = &reports.Placement{Kernel: scenarios.KernelHost}
 	)
-	if vm {
+	if inVM {
 		fmt.Fprintf(r.stderr, "%s: booting a VM (the first boot builds the initramfs)\n", m.Name)
-		vn, err := netns.StartVMNode(r.ctx, netns.VMOptions{Name: node.MainName, Config: cfg, Stdout: logFile, Stderr: logFile, OutputDir: p.dir})
+		vn, err := vm.Start(r.ctx, vm.Options{Name: node.MainName, Config: cfg, Stdout: logFile, Stderr: logFile, OutputDir: p.dir})
 		if err != nil {
 			return fail(err)
 		}
@@ -80,7 +81,7 @@ func (r *run) startNode(p point, in node.Input, m scenarios.ModeSpec, logName st
 		_ = h.Kill()
 		return fail(err)
 	}
-	if vm {
+	if inVM {
 		if err := h.CloseInput(); err != nil {
 			_ = h.Kill()
 			return fail(err)

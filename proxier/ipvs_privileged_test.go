@@ -17,6 +17,7 @@ import (
 	"github.com/kpsim/kpsim/netns"
 	"github.com/kpsim/kpsim/proxier/rules"
 	"github.com/kpsim/kpsim/toolexec"
+	"github.com/kpsim/kpsim/vm"
 )
 
 const ipvsNodeMain = "proxier-ipvs-test"
@@ -67,7 +68,7 @@ func runIPVSNode(ctx context.Context, env *netns.NodeEnv) error {
 	// KUBE-PROXY-FIREWALL): iptables-restore fails every sync without the
 	// target, which the guest cannot load unless its initramfs has it.
 	if targets, err := os.ReadFile("/proc/net/ip_tables_targets"); err != nil || !strings.Contains("\n"+string(targets), "\nREJECT\n") {
-		return env.SetResult(ipvsOutput{Skip: fmt.Sprintf("the kernel has no iptables REJECT target (module ipt_REJECT not in the VM's module list, netns/vm_initramfs.go vmModules); IPVS mode's iptables-restore fails every sync without it (/proc/net/ip_tables_targets: %q, %v)", targets, err)})
+		return env.SetResult(ipvsOutput{Skip: fmt.Sprintf("the kernel has no iptables REJECT target (module ipt_REJECT not in the VM's module list, vm/initramfs.go vmModules); IPVS mode's iptables-restore fails every sync without it (/proc/net/ip_tables_targets: %q, %v)", targets, err)})
 	}
 	objs, eps := testObjects(env.NodeIP)
 	client := fake.NewClientset(objs...)
@@ -116,7 +117,7 @@ func requireIPVSVM(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if _, err := netns.EnsureKernel(ctx, ""); err != nil {
+	if _, err := vm.EnsureKernel(ctx, ""); err != nil {
 		t.Skipf("no kernel for the VM: %v", err)
 	}
 }
@@ -134,7 +135,7 @@ func TestPrivilegedIPVS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	var console, stderr bytes.Buffer
-	n, err := netns.StartVMNode(ctx, netns.VMOptions{Name: ipvsNodeMain, Console: &console, Stderr: &stderr, Stdout: &stderr})
+	n, err := vm.Start(ctx, vm.Options{Name: ipvsNodeMain, Console: &console, Stderr: &stderr, Stdout: &stderr})
 	if err != nil {
 		if strings.Contains(err.Error(), "VM runner") {
 			t.Skip(err)

@@ -13,7 +13,7 @@ const (
 	// ModeIPVS is kube-proxy's IPVS mode (deprecated upstream since 1.35,
 	// still shipped in 1.37). It needs a kernel with IP_VS, IP_SET and
 	// dummy links: not the host here, so it normally runs in a VM node
-	// (netns.StartVMNode).
+	// (vm.Start).
 	ModeIPVS = scenarios.ModeIPVS
 )
 

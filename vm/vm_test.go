@@ -1,4 +1,4 @@
-package netns
+package vm
 
 import (
 	"archive/tar"
@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/kpsim/kpsim/netns"
 )
 
 // readCPIO parses a newc archive (test helper): name -> mode and data.
@@ -107,19 +108,29 @@ func TestGuestPath(t *testing.T) {
 }
 
 func TestGuestNodeSpec(t *testing.T) {
-	cfg := NodeConfig{RunID: "kpsim-0000abcd"}.withDefaults()
+	cfg, err := netns.NodeConfig{RunID: "kpsim-0000abcd"}.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
 	spec, err := guestNodeSpec(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// What /init's sed does with the guest's own namespace inodes.
 	filled := strings.NewReplacer("@KPSIM_HOST_NETNS@", "4026531840", "@KPSIM_HOST_MNTNS@", "4026531841").Replace(spec)
+	// The fields netns's node spec carries, as the node decodes them.
+	type nodeSpec struct {
+		Config    netns.NodeConfig `json:"config"`
+		HostNetNS uint64           `json:"hostNetNS"`
+		HostMntNS uint64           `json:"hostMntNS"`
+		ParentPID int              `json:"parentPID"`
+	}
 	var got nodeSpec
 	if err := json.Unmarshal([]byte(filled), &got); err != nil {
 		t.Fatalf("filled spec %s: %v", filled, err)
 	}
 	want := nodeSpec{Config: cfg, HostNetNS: 4026531840, HostMntNS: 4026531841, ParentPID: 1}
-	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b NodeConfig) bool { return fmt.Sprint(a) == fmt.Sprint(b) })); diff != "" {
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netns.NodeConfig) bool { return fmt.Sprint(a) == fmt.Sprint(b) })); diff != "" {
 		t.Errorf("spec (-want +got):\n%s", diff)
 	}
 }

@@ -1,4 +1,4 @@
-package netns
+package vm
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/kpsim/kpsim/netns"
 )
 
 // The VM runner boots a stock Debian kernel because the host kernel may lack
@@ -32,8 +34,8 @@ const (
 	busyboxBinary = "busybox"
 )
 
-// VMKernel is an unpacked kernel package in the cache.
-type VMKernel struct {
+// Kernel is an unpacked kernel package in the cache.
+type Kernel struct {
 	// Package is the versioned package, e.g. linux-image-6.1.0-56-cloud-amd64.
 	Package string `json:"package"`
 	// Version is the kernel release (uname -r), e.g. 6.1.0-56-cloud-amd64.
@@ -47,18 +49,18 @@ type VMKernel struct {
 }
 
 // DefaultKernelCacheDir is where the kernel is cached unless
-// VMOptions.KernelCacheDir says otherwise: $XDG_CACHE_HOME/kpsim-vm-kernel
+// Options.KernelCacheDir says otherwise: $XDG_CACHE_HOME/kpsim-vm-kernel
 // (~/.cache when unset), or /var/cache/kpsim-vm-kernel without a home.
 func DefaultKernelCacheDir() string {
 	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, Prefix+"vm-kernel")
+		return filepath.Join(d, netns.Prefix+"vm-kernel")
 	}
-	return filepath.Join("/var/cache", Prefix+"vm-kernel")
+	return filepath.Join("/var/cache", netns.Prefix+"vm-kernel")
 }
 
 // FindKernel returns the kernel already unpacked in cacheDir, or an error
 // wrapping os.ErrNotExist when there is none. It never downloads.
-func FindKernel(cacheDir string) (*VMKernel, error) {
+func FindKernel(cacheDir string) (*Kernel, error) {
 	// A package directory only exists once fully unpacked (it is renamed
 	// into place), so its presence means complete.
 	dirs, _ := filepath.Glob(filepath.Join(cacheDir, "linux-image-*"))
@@ -75,7 +77,7 @@ func FindKernel(cacheDir string) (*VMKernel, error) {
 	return nil, fmt.Errorf("no kernel package unpacked in %s: %w", cacheDir, os.ErrNotExist)
 }
 
-func kernelInDir(dir string) (*VMKernel, error) {
+func kernelInDir(dir string) (*Kernel, error) {
 	imgs, _ := filepath.Glob(filepath.Join(dir, "boot", "vmlinuz-*"))
 	if len(imgs) != 1 {
 		return nil, fmt.Errorf("%s: want one boot/vmlinuz-*, found %d: %w", dir, len(imgs), os.ErrNotExist)
@@ -85,14 +87,14 @@ func kernelInDir(dir string) (*VMKernel, error) {
 	if _, err := os.Stat(filepath.Join(mods, "kernel")); err != nil {
 		return nil, fmt.Errorf("%s: modules of %s: %w", dir, ver, err)
 	}
-	return &VMKernel{Package: filepath.Base(dir), Version: ver, Vmlinuz: imgs[0], ModulesDir: mods}, nil
+	return &Kernel{Package: filepath.Base(dir), Version: ver, Vmlinuz: imgs[0], ModulesDir: mods}, nil
 }
 
 // EnsureKernel returns the kernel cached in cacheDir, downloading and
 // unpacking it first if it is not there (apt-get download of
 // KernelMetaPackage and the linux-image package it depends on, then
 // dpkg-deb -x). It is idempotent; a second call does not touch the network.
-func EnsureKernel(ctx context.Context, cacheDir string) (*VMKernel, error) {
+func EnsureKernel(ctx context.Context, cacheDir string) (*Kernel, error) {
 	if cacheDir == "" {
 		cacheDir = DefaultKernelCacheDir()
 	}
@@ -125,7 +127,7 @@ func EnsureKernel(ctx context.Context, cacheDir string) (*VMKernel, error) {
 	}
 	// Unpack next to the final place, then rename: a crash leaves a
 	// kpsim-unpack-* directory, never a half-unpacked kernel.
-	tmp, err := os.MkdirTemp(cacheDir, Prefix+"unpack-*")
+	tmp, err := os.MkdirTemp(cacheDir, netns.Prefix+"unpack-*")
 	if err != nil {
 		return nil, fmt.Errorf("fetch kernel: %w", err)
 	}

@@ -1,4 +1,4 @@
-package netns
+package vm
 
 import (
 	"archive/tar"
@@ -20,27 +20,17 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/kpsim/kpsim/netns"
 )
 
-// The VM runner runs a node in a qemu VM booting a stock Debian kernel, for
-// modes the host kernel cannot run (IPVS, dummy links). The guest runs the
-// node exactly as StartNode does on a host: /init (vm_init.go) starts the
-// same binary with the same environment under "unshare -n -m", so Init,
-// setupNode and its isolation checks run unchanged. Only the wiring of fds
-// 3 and 4 differs: fd 3 reads a file from a per-run cpio appended to the
-// initramfs (what Send buffered), fd 4 writes a file that /init puts, with
-// the node's stdout, stderr and exit code, as a tar stream on a raw
-// virtio-blk disk the host reads after qemu ends. The VM has no network
-// device; qemu's only other output is the serial console, which the host
-// reads live for timing markers and keeps the tail of for errors.
-
-// VMOptions configure StartVMNode.
-type VMOptions struct {
-	// Name of the node main registered with RegisterNodeMain (in the
-	// binary the guest runs, Kpsim).
+// Options configure Start.
+type Options struct {
+	// Name of the node main registered with netns.RegisterNodeMain (in
+	// the binary the guest runs, Kpsim).
 	Name string
 	// Config of the node.
-	Config NodeConfig
+	Config netns.NodeConfig
 	// MemoryMiB of the guest; default 1024.
 	MemoryMiB int
 	// CPUs of the guest; default 2.
@@ -69,11 +59,11 @@ type VMOptions struct {
 }
 
 // GuestFilesDir is where a node in a VM writes files meant for the host
-// (VMOptions.OutputDir).
+// (Options.OutputDir).
 const GuestFilesDir = "/out/files"
 
-// VMInfo describes how a VM node ran.
-type VMInfo struct {
+// Info describes how a VM node ran.
+type Info struct {
 	// Accel is the accelerator used: "kvm" or "tcg" (software
 	// emulation, timings 10-35x slower than the host).
 	Accel string `json:"accel"`
@@ -104,29 +94,29 @@ type VMInfo struct {
 	WorkDir      string `json:"workDir"`
 }
 
-// VMResult is a node result plus how the VM ran.
-type VMResult struct {
-	NodeResult
-	VM VMInfo
+// Result is a node result plus how the VM ran.
+type Result struct {
+	netns.NodeResult
+	VM Info
 }
 
-// VMNode is the orchestrator's handle on a node running in a VM. It has the
+// Node is the orchestrator's handle on a node running in a VM. It has the
 // shape of NodeProcess with one difference: the guest has no live channel
 // to the host, so Send buffers the input and the VM boots only when the
 // input is complete, at the first call of CloseInput, Wait, WaitEvent or
 // Events; events arrive live over the VM's console (and any the console
 // missed when the VM has ended).
-type VMNode struct {
+type Node struct {
 	name   string
-	config NodeConfig
-	opts   VMOptions
+	config netns.NodeConfig
+	opts   Options
 	ctx    context.Context
 
 	qemu    string
-	kernel  *VMKernel
+	kernel  *Kernel
 	workDir string
 	initrd  string
-	info    VMInfo
+	info    Info
 	prepAt  time.Time
 
 	inMu     sync.Mutex
@@ -134,10 +124,10 @@ type VMNode struct {
 	sealed   bool // the VM booted (or was killed): no more input
 	bootOnce sync.Once
 
-	events chan Event
-	queue  *eventQueue
+	events chan netns.Event
+	queue  *netns.EventQueue
 	done   chan struct{}
-	result *VMResult
+	result *Result
 
 	procMu sync.Mutex
 	proc   *os.Process
@@ -149,21 +139,21 @@ type VMNode struct {
 
 var nodeNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
-// StartVMNode prepares a VM that runs the node main registered under
+// Start prepares a VM that runs the node main registered under
 // opts.Name: it finds (or downloads) the kernel, builds the initramfs in a
 // work directory $TMPDIR/<run id>-vm and picks the accelerator. The VM
-// boots once the input is complete (see VMNode). Cancelling ctx kills it.
+// boots once the input is complete (see Node). Cancelling ctx kills it.
 // The VM has no network device; nothing on the host changes.
-func StartVMNode(ctx context.Context, opts VMOptions) (_ *VMNode, err error) {
+func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	start := time.Now()
-	if _, ok := lookupNodeMain(opts.Name); !ok {
-		return nil, fmt.Errorf("start VM node: node main %q is not registered (RegisterNodeMain)", opts.Name)
+	if !netns.NodeMainRegistered(opts.Name) {
+		return nil, fmt.Errorf("start VM node: node main %q is not registered (netns.RegisterNodeMain)", opts.Name)
 	}
 	if !nodeNameRE.MatchString(opts.Name) {
 		return nil, fmt.Errorf("start VM node: node main name %q: only letters, digits, '.', '_' and '-' can pass to the guest", opts.Name)
 	}
-	cfg := opts.Config.withDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg, err := opts.Config.Complete()
+	if err != nil {
 		return nil, fmt.Errorf("start VM node %q: %w", opts.Name, err)
 	}
 	if !nodeNameRE.MatchString(cfg.RunID) {
@@ -213,17 +203,17 @@ func StartVMNode(ctx context.Context, opts VMOptions) (_ *VMNode, err error) {
 			os.RemoveAll(workDir)
 		}
 	}()
-	n := &VMNode{
+	n := &Node{
 		name: opts.Name, config: cfg, opts: opts, ctx: ctx,
 		qemu: qemu, kernel: kernel, workDir: workDir,
 		initrd: filepath.Join(workDir, "initrd.img"),
-		events: make(chan Event),
-		queue:  newEventQueue(),
+		events: make(chan netns.Event),
+		queue:  netns.NewEventQueue(),
 		done:   make(chan struct{}),
 
 		exitCode: -1,
 	}
-	n.info = VMInfo{
+	n.info = Info{
 		KernelPackage: kernel.Package, KernelVersion: kernel.Version, KernelDebBytes: kernel.DebBytes,
 		NodeExitCode: -1, WorkDir: workDir,
 	}
@@ -275,14 +265,14 @@ func makeVMWorkDir(runID string) (string, error) {
 }
 
 func writeOwner(dir string, pid int) error {
-	if err := os.WriteFile(filepath.Join(dir, OwnerFile), []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, netns.OwnerFile), []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
 		return fmt.Errorf("VM work dir: %w", err)
 	}
 	return nil
 }
 
 // Info returns what is known about the VM so far (complete after Wait).
-func (n *VMNode) Info() VMInfo {
+func (n *Node) Info() Info {
 	select {
 	case <-n.done:
 		return n.result.VM
@@ -292,11 +282,11 @@ func (n *VMNode) Info() VMInfo {
 }
 
 // RunID returns the run id of the node.
-func (n *VMNode) RunID() string { return n.config.RunID }
+func (n *Node) RunID() string { return n.config.RunID }
 
-// Send encodes v as JSON and buffers it as the node's input (NodeEnv.Recv).
+// Send encodes v as JSON and buffers it as the node's input (netns.NodeEnv.Recv).
 // It fails once the VM has booted.
-func (n *VMNode) Send(v any) error {
+func (n *Node) Send(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("VM node %q: encode input: %w", n.name, err)
@@ -311,7 +301,7 @@ func (n *VMNode) Send(v any) error {
 }
 
 // seal ends the input and returns it.
-func (n *VMNode) seal() []byte {
+func (n *Node) seal() []byte {
 	n.inMu.Lock()
 	defer n.inMu.Unlock()
 	n.sealed = true
@@ -319,29 +309,29 @@ func (n *VMNode) seal() []byte {
 }
 
 // CloseInput completes the input and boots the VM.
-func (n *VMNode) CloseInput() error {
+func (n *Node) CloseInput() error {
 	n.boot()
 	return nil
 }
 
 // Events boots the VM and returns the node's events, in order; they arrive
 // once the VM has ended, and the channel closes after the last one.
-func (n *VMNode) Events() <-chan Event {
+func (n *Node) Events() <-chan netns.Event {
 	n.boot()
 	return n.events
 }
 
 // WaitEvent boots the VM and reads events until one of the given kind.
-func (n *VMNode) WaitEvent(ctx context.Context, kind string) (Event, error) {
+func (n *Node) WaitEvent(ctx context.Context, kind string) (netns.Event, error) {
 	ch := n.Events()
 	for {
 		select {
 		case <-ctx.Done():
-			return Event{}, fmt.Errorf("VM node %q: waiting for event %q: %w", n.name, kind, ctx.Err())
+			return netns.Event{}, fmt.Errorf("VM node %q: waiting for event %q: %w", n.name, kind, ctx.Err())
 		case ev, ok := <-ch:
 			if !ok {
 				<-n.done
-				return Event{}, fmt.Errorf("VM node %q ended before event %q: %v", n.name, kind, n.result.Err)
+				return netns.Event{}, fmt.Errorf("VM node %q ended before event %q: %v", n.name, kind, n.result.Err)
 			}
 			if ev.Kind == kind {
 				return ev, nil
@@ -352,7 +342,7 @@ func (n *VMNode) WaitEvent(ctx context.Context, kind string) (Event, error) {
 
 // Kill stops the VM (SIGKILL to qemu). Killing an ended VM is not an
 // error; killing one that has not booted ends it without booting.
-func (n *VMNode) Kill() error {
+func (n *Node) Kill() error {
 	n.bootOnce.Do(func() {
 		n.seal()
 		n.finish(nil, errors.New("killed before boot"))
@@ -371,24 +361,24 @@ func (n *VMNode) Kill() error {
 // Wait boots the VM if needed, waits for it to end and returns the node's
 // result. The error is the node main's error or why there is no result,
 // with the tail of the console.
-func (n *VMNode) Wait() (*VMResult, error) {
+func (n *Node) Wait() (*Result, error) {
 	n.boot()
 	<-n.done
 	return n.result, n.result.Err
 }
 
 // Done is closed when the VM has ended.
-func (n *VMNode) Done() <-chan struct{} { return n.done }
+func (n *Node) Done() <-chan struct{} { return n.done }
 
-func (n *VMNode) boot() {
+func (n *Node) boot() {
 	n.bootOnce.Do(func() { go n.run(n.seal()) })
 }
 
 // pump delivers queued events to the events channel in order.
-func (n *VMNode) pump() {
+func (n *Node) pump() {
 	defer close(n.events)
 	for {
-		ev, ok := n.queue.pop()
+		ev, ok := n.queue.Pop()
 		if !ok {
 			return
 		}
@@ -397,10 +387,10 @@ func (n *VMNode) pump() {
 }
 
 // run boots the VM, waits for it and collects the output.
-func (n *VMNode) run(input []byte) {
-	c := &vmConsole{w: n.opts.Console, marks: map[string]time.Time{}, events: n.queue.push}
+func (n *Node) run(input []byte) {
+	c := &vmConsole{w: n.opts.Console, marks: map[string]time.Time{}, events: n.queue.Push}
 	state, output, err := n.runQEMU(c, input)
-	n.result = &VMResult{NodeResult: NodeResult{ProcessState: state}}
+	n.result = &Result{NodeResult: netns.NodeResult{ProcessState: state}}
 	if err == nil {
 		err = n.collect(output, c)
 	}
@@ -408,10 +398,10 @@ func (n *VMNode) run(input []byte) {
 }
 
 // finish records the result once (c is nil if the VM never started).
-func (n *VMNode) finish(c *vmConsole, err error) {
+func (n *Node) finish(c *vmConsole, err error) {
 	res := n.result
 	if res == nil {
-		res = &VMResult{}
+		res = &Result{}
 		n.result = res
 	}
 	res.VM = n.info
@@ -438,7 +428,7 @@ func (n *VMNode) finish(c *vmConsole, err error) {
 			res.Err = fmt.Errorf("%w\nconsole tail:\n%s", res.Err, c.tail())
 		}
 	}
-	n.queue.close()
+	n.queue.Close()
 	if !n.opts.KeepWorkDir {
 		os.RemoveAll(n.workDir)
 	}
@@ -447,7 +437,7 @@ func (n *VMNode) finish(c *vmConsole, err error) {
 
 // runQEMU writes the per-run initrd part and the output disk, runs qemu to
 // the end and returns the path of the output disk.
-func (n *VMNode) runQEMU(c *vmConsole, input []byte) (*os.ProcessState, string, error) {
+func (n *Node) runQEMU(c *vmConsole, input []byte) (*os.ProcessState, string, error) {
 	if err := n.ctx.Err(); err != nil {
 		return nil, "", err
 	}
@@ -469,7 +459,7 @@ func (n *VMNode) runQEMU(c *vmConsole, input []byte) (*os.ProcessState, string, 
 
 // appendRunCPIO appends the per-run cpio (env, spec, input) to the initrd,
 // 4-byte aligned as the kernel wants for an uncompressed archive.
-func (n *VMNode) appendRunCPIO(input []byte) error {
+func (n *Node) appendRunCPIO(input []byte) error {
 	spec, err := guestNodeSpec(n.config)
 	if err != nil {
 		return err
@@ -503,10 +493,10 @@ func (n *VMNode) appendRunCPIO(input []byte) error {
 // guestNodeSpec is the node spec for the guest with placeholders for the
 // "host" namespace inodes, which only the guest's /init knows: its initial
 // namespaces, which the node must have left (by unshare) before it runs.
-func guestNodeSpec(cfg NodeConfig) (string, error) {
-	raw, err := json.Marshal(nodeSpec{Config: cfg, ParentPID: 1})
+func guestNodeSpec(cfg netns.NodeConfig) (string, error) {
+	raw, err := netns.EncodeNodeSpec(cfg, 1)
 	if err != nil {
-		return "", fmt.Errorf("encode node spec: %w", err)
+		return "", err
 	}
 	spec := string(raw)
 	for _, kv := range [][2]string{{`"hostNetNS":0`, `"hostNetNS":@KPSIM_HOST_NETNS@`}, {`"hostMntNS":0`, `"hostMntNS":@KPSIM_HOST_MNTNS@`}} {
@@ -532,7 +522,7 @@ func createSparse(p string, size int64) error {
 
 // qemuArgs: no network device, no default devices, the console on the
 // first serial port (qemu's stdout), the output disk as virtio-blk.
-func qemuArgs(k *VMKernel, initrd, disk, accel string, memMiB, cpus int) []string {
+func qemuArgs(k *Kernel, initrd, disk, accel string, memMiB, cpus int) []string {
 	cpu := "max"
 	if accel == "kvm" {
 		cpu = "host"
@@ -614,7 +604,7 @@ func runQEMU(ctx context.Context, qemu string, args []string, c *vmConsole, work
 }
 
 // collect reads the output disk and fills the result.
-func (n *VMNode) collect(disk string, c *vmConsole) error {
+func (n *Node) collect(disk string, c *vmConsole) error {
 	files, err := readOutputDisk(disk)
 	if err != nil {
 		return err
@@ -630,7 +620,7 @@ func (n *VMNode) collect(disk string, c *vmConsole) error {
 		return err
 	}
 	res := n.result
-	var result *wireMsg
+	var result *netns.WireMsg
 	var badLine error
 	sc := bufio.NewScanner(bytes.NewReader(files["output.jsonl"]))
 	sc.Buffer(make([]byte, 64<<10), 256<<20)
@@ -639,7 +629,7 @@ func (n *VMNode) collect(disk string, c *vmConsole) error {
 	skip := c.live
 	c.mu.Unlock()
 	for sc.Scan() {
-		var m wireMsg
+		var m netns.WireMsg
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			badLine = fmt.Errorf("bad output line: %w", err)
 			continue
@@ -652,7 +642,7 @@ func (n *VMNode) collect(disk string, c *vmConsole) error {
 			skip--
 			continue
 		}
-		n.queue.push(Event{Kind: m.Kind, Time: m.Time, Data: m.Data})
+		n.queue.Push(netns.Event{Kind: m.Kind, Time: m.Time, Data: m.Data})
 	}
 	switch {
 	case result != nil:
@@ -672,7 +662,7 @@ func (n *VMNode) collect(disk string, c *vmConsole) error {
 
 // saveFiles copies the guest's files/ entries into OutputDir, refusing
 // names that would leave it.
-func (n *VMNode) saveFiles(files map[string][]byte) error {
+func (n *Node) saveFiles(files map[string][]byte) error {
 	if n.opts.OutputDir == "" {
 		return nil
 	}
@@ -696,7 +686,7 @@ func (n *VMNode) saveFiles(files map[string][]byte) error {
 	return nil
 }
 
-func (n *VMNode) copyTo(w io.Writer, b []byte) {
+func (n *Node) copyTo(w io.Writer, b []byte) {
 	if w != nil && len(b) > 0 {
 		_, _ = w.Write(b)
 	}
@@ -740,18 +730,13 @@ type vmConsole struct {
 	marks map[string]time.Time
 	// events receives the node's events as the console shows them, live;
 	// live counts them.
-	events func(Event)
+	events func(netns.Event)
 	live   int
 }
 
 const (
 	vmMarker       = "kpsim-vm: "
 	vmConsoleLines = 60
-	// vmEventMarker starts a console line carrying a node event (JSON),
-	// written by NodeEnv.Emit when vmConsoleEventsEnv is "1" (the guest
-	// init sets it for the node).
-	vmEventMarker      = "kpsim-vm-event: "
-	vmConsoleEventsEnv = "KPSIM_VM_CONSOLE_EVENTS"
 )
 
 func (c *vmConsole) mark(name string) {
@@ -775,13 +760,13 @@ func (c *vmConsole) read(r io.ReadCloser) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := strings.TrimRight(sc.Text(), "\r")
-		if rest, ok := strings.CutPrefix(line, vmEventMarker); ok && c.events != nil {
-			var m wireMsg
+		if rest, ok := strings.CutPrefix(line, netns.ConsoleEventMarker); ok && c.events != nil {
+			var m netns.WireMsg
 			if json.Unmarshal([]byte(rest), &m) == nil && m.Type == "event" {
 				c.mu.Lock()
 				c.live++
 				c.mu.Unlock()
-				c.events(Event{Kind: m.Kind, Time: m.Time, Data: m.Data})
+				c.events(netns.Event{Kind: m.Kind, Time: m.Time, Data: m.Data})
 				continue
 			}
 		}

@@ -1,4 +1,4 @@
-package netns
+package vm
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/kpsim/kpsim/netns"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
@@ -24,7 +25,7 @@ const vmProbeNodeMain = "test-vm-probe"
 func init() {
 	// Registered here (not in TestMain) so this file stays self-contained;
 	// package init runs before TestMain calls Init.
-	RegisterNodeMain(vmProbeNodeMain, runVMProbeNode)
+	netns.RegisterNodeMain(vmProbeNodeMain, runVMProbeNode)
 }
 
 // vmProbeInput asks the guest node for one IPVS virtual server with one
@@ -47,7 +48,7 @@ type vmProbeOutput struct {
 	NodeAddrs []string `json:"nodeAddrs"`
 }
 
-func runVMProbeNode(ctx context.Context, env *NodeEnv) error {
+func runVMProbeNode(ctx context.Context, env *netns.NodeEnv) error {
 	var in vmProbeInput
 	if err := env.Recv(&in); err != nil {
 		return err
@@ -175,7 +176,7 @@ func ipvsAddDest(vip net.IP, port uint16, real net.IP, realPort uint16) error {
 
 // requireVM skips unless a VM node can run here, saying why; it may
 // download the kernel package (apt-get download, never installed).
-func requireVM(t *testing.T) *VMKernel {
+func requireVM(t *testing.T) *Kernel {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (the guest node's setup is the same as on a host; qemu itself does not)")
@@ -197,18 +198,18 @@ func TestPrivilegedVMNodeIPVS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var console, stderr bytes.Buffer
-	n, err := StartVMNode(ctx, VMOptions{Name: vmProbeNodeMain, Console: &console, Stderr: &stderr, Stdout: &stderr})
+	n, err := Start(ctx, Options{Name: vmProbeNodeMain, Console: &console, Stderr: &stderr, Stdout: &stderr})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = n.Kill(); _, _ = n.Wait() })
 	workDir := n.Info().WorkDir
-	if !strings.HasPrefix(workDir, os.TempDir()+"/"+Prefix) {
+	if !strings.HasPrefix(workDir, os.TempDir()+"/"+netns.Prefix) {
 		t.Errorf("work dir %s is not $TMPDIR/kpsim-*", workDir)
 	}
 	// While the run lives, its work dir is not a leftover.
-	if left, err := Leftovers(n.RunID()); err != nil || len(left) != 0 {
-		t.Errorf("Leftovers(%s) of a live VM = %v, %v; want none", n.RunID(), left, err)
+	if left, err := netns.Leftovers(n.RunID()); err != nil || len(left) != 0 {
+		t.Errorf("netns.Leftovers(%s) of a live VM = %v, %v; want none", n.RunID(), left, err)
 	}
 	in := vmProbeInput{VIP: "10.96.0.1", Port: 80, Real: "10.244.0.1", RealPort: 8080}
 	if err := n.Send(in); err != nil {
@@ -232,7 +233,7 @@ func TestPrivilegedVMNodeIPVS(t *testing.T) {
 		vm.PrepareSeconds, vm.KernelSeconds, vm.ModulesSeconds, vm.BootSeconds, vm.TotalSeconds)
 
 	if out.Uname != k.Version || vm.KernelVersion != k.Version {
-		t.Errorf("uname -r in the guest = %q, VMInfo.KernelVersion = %q; want %q", out.Uname, vm.KernelVersion, k.Version)
+		t.Errorf("uname -r in the guest = %q, Info.KernelVersion = %q; want %q", out.Uname, vm.KernelVersion, k.Version)
 	}
 	if vm.Accel != "kvm" && vm.Accel != "tcg" {
 		t.Errorf("accel = %q, want kvm or tcg", vm.Accel)
@@ -246,7 +247,7 @@ func TestPrivilegedVMNodeIPVS(t *testing.T) {
 	if out.Dummy != "dummy" {
 		t.Errorf("kube-ipvs0 type = %q, want dummy", out.Dummy)
 	}
-	if want := DefaultNodeIP.String(); len(out.NodeAddrs) != 1 || out.NodeAddrs[0] != want {
+	if want := netns.DefaultNodeIP.String(); len(out.NodeAddrs) != 1 || out.NodeAddrs[0] != want {
 		t.Errorf("node addresses = %v, want [%s]", out.NodeAddrs, want)
 	}
 	if vm.BootSeconds <= 0 || vm.TotalSeconds < vm.BootSeconds {
@@ -256,7 +257,7 @@ func TestPrivilegedVMNodeIPVS(t *testing.T) {
 	for ev := range n.Events() {
 		kinds = append(kinds, ev.Kind)
 	}
-	if diff := cmp.Diff([]string{EventNodeReady}, kinds); diff != "" {
+	if diff := cmp.Diff([]string{netns.EventNodeReady}, kinds); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 	if vm.NodeExitCode != 0 {
@@ -281,7 +282,7 @@ func TestPrivilegedVMNoResult(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	n, err := StartVMNode(ctx, VMOptions{Name: vmProbeNodeMain, Kpsim: "/bin/true", Accel: "tcg"})
+	n, err := Start(ctx, Options{Name: vmProbeNodeMain, Kpsim: "/bin/true", Accel: "tcg"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +307,7 @@ func TestPrivilegedVMNodeError(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	n, err := StartVMNode(ctx, VMOptions{Name: vmProbeNodeMain, Stderr: &bytes.Buffer{}})
+	n, err := Start(ctx, Options{Name: vmProbeNodeMain, Stderr: &bytes.Buffer{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +372,7 @@ func TestPrivilegedVMKill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	w := &markerWriter{marker: vmMarker + "init", seen: make(chan struct{})}
-	n, err := StartVMNode(ctx, VMOptions{Name: vmProbeNodeMain, Console: w, Accel: "tcg"})
+	n, err := Start(ctx, Options{Name: vmProbeNodeMain, Console: w, Accel: "tcg"})
 	if err != nil {
 		t.Fatal(err)
 	}

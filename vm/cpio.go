@@ -1,4 +1,4 @@
-package netns
+package vm
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package netns
+package vm
 
 import (
 	"bufio"
@@ -85,7 +85,7 @@ const (
 
 // initramfsSpec is what goes into the base initramfs.
 type initramfsSpec struct {
-	Kernel  *VMKernel
+	Kernel  *Kernel
 	Busybox string // host path of a static busybox
 	Kpsim   string // host path of the binary the guest runs as the node
 	// Tools are host commands to copy (missing ones are skipped and

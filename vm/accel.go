@@ -1,4 +1,4 @@
-package netns
+package vm
 
 import (
 	"context"
@@ -32,7 +32,7 @@ echo "` + vmMarker + `probe-ok"
 
 // probeAccel returns "kvm" if a probe boot with KVM works, else "tcg" and
 // why not KVM.
-func probeAccel(ctx context.Context, qemu string, k *VMKernel, busybox, workDir string) (accel, note string) {
+func probeAccel(ctx context.Context, qemu string, k *Kernel, busybox, workDir string) (accel, note string) {
 	accelMu.Lock()
 	defer accelMu.Unlock()
 	if r, ok := accelCache[k.Vmlinuz]; ok {
@@ -61,7 +61,7 @@ func probeAccel(ctx context.Context, qemu string, k *VMKernel, busybox, workDir 
 	return accel, note
 }
 
-func probeKVM(ctx context.Context, qemu string, k *VMKernel, busybox, workDir string) error {
+func probeKVM(ctx context.Context, qemu string, k *Kernel, busybox, workDir string) error {
 	initrd := filepath.Join(workDir, "probe.img")
 	defer os.Remove(initrd)
 	f, err := os.Create(initrd)

@@ -1,4 +1,6 @@
-package netns
+package vm
+
+import "github.com/kpsim/kpsim/netns"
 
 // vmInitScript is the guest's /init (busybox sh, PID 1). It prepares the
 // VM, runs the node exactly as StartNode does on a host (the same binary,
@@ -10,7 +12,7 @@ package netns
 // The run's files come from the appended per-run cpio in /kpsim/run:
 // env (node name and run id), spec.json (the node spec with the namespace
 // inodes left as placeholders: only the guest knows its own) and input
-// (what VMNode.Send buffered).
+// (what Node.Send buffered).
 const vmInitScript = `#!/bin/sh
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 export LD_LIBRARY_PATH=` + guestLibPath + `
@@ -37,7 +39,7 @@ if [ -r ` + guestRunDir + `/env ]; then
 	tee /out/stderr </tmp/stderr.fifo &
 	tee=$!
 	mark node-start "$(cut -d' ' -f1 /proc/uptime)"
-	` + vmConsoleEventsEnv + `=1 KPSIM_NETNS_NODE="$KPSIM_NODE_NAME" KPSIM_NETNS_CONFIG="$spec" unshare -n -m ` + guestKpsim + ` kpsim-node "$KPSIM_NODE_NAME" "$KPSIM_RUN_ID" 1 \
+	` + netns.ConsoleEventsEnv + `=1 ` + netns.EnvNodeName + `="$KPSIM_NODE_NAME" ` + netns.EnvNodeConfig + `="$spec" unshare -n -m ` + guestKpsim + ` ` + netns.NodeArgv0 + ` "$KPSIM_NODE_NAME" "$KPSIM_RUN_ID" 1 \
 		3<` + guestRunDir + `/input 4>/out/output.jsonl >/out/stdout 2>/tmp/stderr.fifo
 	rc=$?
 	wait $tee
