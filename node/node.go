@@ -102,8 +102,10 @@ type node struct {
 	scenarioFile string
 	scenarioYAML []byte
 	engine       *sim.Engine
-	// lastWrite is when the last API write of a churn step returned.
-	lastWrite time.Time
+	// lastWrite is when the last API write of a churn step returned, by
+	// lastMutation.
+	lastWrite    time.Time
+	lastMutation sim.Mutation
 	// probeTimeout bounds one probe connection.
 	probeTimeout time.Duration
 	// latency measures the current churn step's sampled mutations.
@@ -238,8 +240,8 @@ func (n *node) step(ctx context.Context, i int, st scenarios.Step, sr *reports.S
 }
 
 // waitSynced waits until the proxier has programmed the API state as of
-// the last write: kube-proxy has queued a sync for it (its
-// last-queued gauge passed the write), it has the Node's topology labels
+// the last write: kube-proxy has queued a sync for it (its last-queued
+// gauge passed the last write's start), it has the Node's topology labels
 // and the ServiceCIDRs, and a successful sync started after all of these
 // (proxier.WaitForAPI).
 func (n *node) waitSynced(ctx context.Context, timeout time.Duration) error {
@@ -251,12 +253,21 @@ func (n *node) waitSynced(ctx context.Context, timeout time.Duration) error {
 		// A write that changes nothing kube-proxy watches queues nothing,
 		// so this wait is bounded; the sync wait below still holds.
 		deadline := time.Now().Add(5 * time.Second)
-		for n.proxier.Totals().LastQueued.Before(n.lastWrite) && time.Now().Before(deadline) {
+		// The fake clientset hands a write to its watchers before the
+		// write returns, so kube-proxy may queue its sync before lastWrite:
+		// any queueing after the last write began counts.
+		began := n.lastMutation.Writes[len(n.lastMutation.Writes)-1].Start
+		for n.proxier.Totals().LastQueued.Before(began) && time.Now().Before(deadline) {
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("waiting for kube-proxy to see the last change: %w", ctx.Err())
 			case <-tick.C:
 			}
+		}
+		if q := n.proxier.Totals().LastQueued; q.Before(began) {
+			m := n.lastMutation
+			klog.Background().Info("kube-proxy queued no sync after the last write began", "lastQueued", q, "writeBegan", began,
+				"mutation", m.Seq, "action", m.Action, "group", m.Group, "writes", m.Writes)
 		}
 	}
 	if _, err := n.proxier.WaitForAPI(ctx, n.lastWrite); err != nil {
@@ -301,7 +312,11 @@ func (n *node) onMutation(m sim.Mutation) {
 		}
 		n.emitProgress(p, false)
 	}
-	n.lastWrite = m.End
+	if len(m.Writes) > 0 {
+		// A skipped mutation wrote nothing (its End is zero): the last
+		// write stays the one before it.
+		n.lastWrite, n.lastMutation = m.End, m
+	}
 	if len(m.Added) > 0 {
 		if err := n.pods.AddEndpoints(m.Added); err != nil {
 			klog.Background().Error(err, "adding endpoint addresses")
@@ -435,10 +450,14 @@ func (n *node) finish(ctx context.Context, clean bool) {
 			}
 			n.res.KernelCalls[c.Method] = cs
 		}
-		if in := n.proxier.Inputs(); !in.TopologyAt.IsZero() || !in.ServiceCIDRsAt.IsZero() || len(in.NotHanded) > 0 || in.NodeEventsHeld > 0 {
+		if in := n.proxier.Inputs(); !in.TopologyAt.IsZero() || !in.ServiceCIDRsAt.IsZero() || len(in.NotHanded) > 0 || in.NodeEventsHeld > 0 || in.Cleanup != nil {
 			n.res.Startup = &reports.Startup{TopologyLabels: in.TopologyLabels, TopologyReceived: in.TopologyAt,
 				ServiceCIDRs: in.ServiceCIDRs, ServiceCIDRsReceived: in.ServiceCIDRsAt, TopologyNotHanded: in.NotHanded,
 				NodeEventsHeld: in.NodeEventsHeld}
+			if c := in.Cleanup; c != nil {
+				n.res.Startup.Cleanup = &reports.LeftoverCleanup{Modes: c.Modes, Programs: c.Programs, Skipped: c.Skipped,
+					Seconds: c.Duration.Seconds(), Failed: c.Failed}
+			}
 		}
 		t := n.proxier.Totals()
 		n.res.KubeProxyTotals = reports.Totals{SyncCount: t.SyncCount, SyncSeconds: t.SyncSeconds, FullCount: t.FullCount, FullSeconds: t.FullSeconds, PartialCount: t.PartialCount, PartialSeconds: t.PartialSeconds,
