@@ -66,6 +66,9 @@ type Inputs struct {
 	// registered: upstream would have handled each with a missing handler
 	// (nodehandlers.go); kpsim held them until the handlers were there.
 	NodeEventsHeld int `json:"nodeEventsHeld,omitempty"`
+	// Cleanup is what kube-proxy's startup cleanup did before the proxier
+	// was built (startupcleanup.go).
+	Cleanup *StartupCleanup `json:"cleanup,omitempty"`
 }
 
 // inputsWait bounds how long WaitForAPI waits for the proxier to be handed
@@ -88,6 +91,11 @@ func (in *inputs) snapshot() Inputs {
 	r.ServiceCIDRs = slices.Clone(r.ServiceCIDRs)
 	r.NotHanded = maps.Clone(r.NotHanded)
 	r.NodeEventsHeld = in.nodeEvents.Early()
+	if r.Cleanup != nil {
+		c := *r.Cleanup
+		c.Modes, c.Programs = slices.Clone(c.Modes), maps.Clone(c.Programs)
+		r.Cleanup = &c
+	}
 	return r
 }
 

@@ -143,6 +143,10 @@ func Start(ctx context.Context, opts Options) (*Proxier, error) {
 		return nil, errSecondRun
 	}
 
+	// cmd/kube-proxy/app/options.go:371: Run cleans up other modes'
+	// leftovers before it builds the proxy server.
+	cleanup := startupCleanup(ctx, opts.Mode)
+
 	// cmd/kube-proxy/app/server.go: NewProxyServer creates the NodeManager
 	// (proxy.NewNodeManager) before the proxier; it waits up to 30 s for a
 	// missing Node, which is always a harness bug here.
@@ -163,6 +167,7 @@ func Start(ctx context.Context, opts Options) (*Proxier, error) {
 	p := &Proxier{mode: opts.Mode, faultPrograms: slices.Clone(opts.FaultPrograms),
 		inputs: newInputs(), client: opts.Client, nodeName: opts.NodeName,
 		watchCIDRs: utilfeature.DefaultFeatureGate.Enabled(features.MultiCIDRServiceAllocator)}
+	p.inputs.record(func(r *Inputs, _ time.Time) { r.Cleanup = &cleanup })
 	// Events go nowhere: a FakeRecorder with a nil channel drops them.
 	recorder := &events.FakeRecorder{}
 	// server.go line ~246: kube-proxy always has a health server. It is

@@ -33,6 +33,23 @@ type Startup struct {
 	// race that, unheld, loses the node's zone or panics). kpsim held
 	// them until the handlers were registered.
 	NodeEventsHeld int `json:"nodeEventsHeld,omitempty"`
+	// Cleanup is what kube-proxy's startup cleanup (cmd/kube-proxy's
+	// platformCleanup) did before the proxier was built.
+	Cleanup *LeftoverCleanup `json:"cleanup,omitempty"`
+}
+
+// LeftoverCleanup is one run of kube-proxy's cleanup of modes' leftovers.
+type LeftoverCleanup struct {
+	// Modes whose leftovers upstream's CleanupLeftovers removed.
+	Modes []string `json:"modes"`
+	// Programs those cleanups run, as PATH resolved them in the node.
+	Programs map[string]string `json:"programs,omitempty"`
+	// Skipped says what kpsim did not run, and why.
+	Skipped string `json:"skipped,omitempty"`
+	// Seconds the cleanup took, its programs included (wall clock).
+	Seconds float64 `json:"seconds"`
+	// Failed: a cleanup reported an error; kube-proxy logs it and goes on.
+	Failed bool `json:"failed,omitempty"`
 }
 
 // TopologyLate says whether the mode's first successful sync began before
