@@ -158,7 +158,7 @@ func syncTable(r *Result) reportTable {
 			fmt.Sprintf("%d (%d/%d)", sm.Count, len(m.SyncSeconds(&full)), len(ps)),
 			seconds(sm.P50), seconds(sm.P90), seconds(sm.P99), seconds(sm.Max), seconds(Summarize(ps).P50),
 			fmt.Sprintf("%.1fs", m.Resources.KubeProxyCPUSeconds()),
-			fmt.Sprintf("%d MB", m.Resources.MaxRSSBytes>>20), harnessCell(m.Resources)})
+			fmt.Sprintf("%d MiB", m.Resources.MaxRSSBytes>>20), harnessCell(m.Resources)})
 		if m.Error != "" {
 			t.Notes = append(t.Notes, fmt.Sprintf("%s failed: %s", m.Name, firstLine(m.Error)))
 		}

@@ -55,7 +55,7 @@ func sweepTables(r *Result) []reportTable {
 				points.Notes = append(points.Notes, fmt.Sprintf("%s failed: %s", p.Run, p.Error))
 			}
 			points.Rows = append(points.Rows, []string{label, fmt.Sprint(p.Count), fmt.Sprint(p.Services), fmt.Sprint(p.Endpoints),
-				p.Placement, first, local, rules, fmt.Sprintf("%d MB", p.PeakRSSBytes>>20)})
+				p.Placement, first, local, rules, fmt.Sprintf("%d MiB", p.PeakRSSBytes>>20)})
 		}
 		for _, sk := range sm.Skipped {
 			points.Rows = append(points.Rows, []string{sm.Name, fmt.Sprint(sk.Count), "", "", "", "skipped: " + sk.Reason, "", "", ""})

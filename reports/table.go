@@ -52,7 +52,7 @@ func WriteSummary(w io.Writer, r *Result) error {
 		}
 		row = append(row, np, e2e, headlineRules(m.Rules))
 		probes := probeCell(m)
-		row = append(row, probes, fmt.Sprintf("%.1fs", m.Resources.KubeProxyCPUSeconds()), fmt.Sprintf("%d MB", m.Resources.MaxRSSBytes>>20), harnessCell(m.Resources))
+		row = append(row, probes, fmt.Sprintf("%.1fs", m.Resources.KubeProxyCPUSeconds()), fmt.Sprintf("%d MiB", m.Resources.MaxRSSBytes>>20), harnessCell(m.Resources))
 		_ = t.Append(row)
 	}
 	if err := t.Render(); err != nil {
@@ -198,5 +198,5 @@ func harnessCell(r Resources) string {
 	if r.Harness == nil {
 		return "-"
 	}
-	return fmt.Sprintf("%.1fs, %d+%d MB", r.Harness.CPUSeconds(), r.Harness.NodeMaxRSSBytes>>20, r.Harness.DataplaneMaxRSSBytes>>20)
+	return fmt.Sprintf("%.1fs, %d+%d MiB", r.Harness.CPUSeconds(), r.Harness.NodeMaxRSSBytes>>20, r.Harness.DataplaneMaxRSSBytes>>20)
 }
