@@ -326,16 +326,17 @@ func (r *recorder) poll() {
 //   - its pending gauges read 0: a sync has taken every change counted
 //     before the read (the trackers count a change before they queue a
 //     sync, and a sync zeroes the gauge before taking the changes);
-//   - no sync can be running: the last recorded one (successful, and not
-//     the first, which kube-proxy calls directly while its sync runner can
-//     start another at once) ended after endedAfter, and upstream's
-//     BoundedFrequencyRunner starts the next one at least minSyncPeriod
-//     after a sync returns; this poll ended before that.
+//   - no sync can be running: the last recorded one (successful) ended
+//     after endedAfter, and upstream's BoundedFrequencyRunner starts the
+//     next one at least minSyncPeriod after a sync returns; this poll
+//     ended before that. That holds from kube-proxy's third sync on: it
+//     calls one of its first two directly (OnEndpointSlicesSynced), and
+//     its runner may start the other right before or after it.
 //
 // So that sync took and programmed them all.
 func (r *recorder) checkCaughtUp(t Totals, before, after time.Time) {
 	k := len(r.syncs) - 1
-	if r.minSync <= 0 || k < 1 || !r.syncs[k].Succeeded || !r.pending.IsZero() {
+	if r.minSync <= 0 || r.last.SyncCount < 3 || k < 0 || !r.syncs[k].Succeeded || !r.pending.IsZero() {
 		return
 	}
 	if t.ServicesPending != 0 || t.EndpointsPending != 0 || !after.Before(r.endedAfter.Add(r.minSync)) {
