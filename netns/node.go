@@ -282,7 +282,7 @@ func (p *NodeProcess) read(r io.ReadCloser) {
 		default:
 			// Queued without bound: a slow consumer must never block the
 			// node's writes (and so the node itself).
-			p.queue.Push(Event{Kind: m.Kind, Time: m.Time, Data: m.Data})
+			p.queue.Push(m.Event())
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -78,12 +78,14 @@ type EventQueue struct {
 	closed bool
 }
 
+// NewEventQueue returns an empty, open queue.
 func NewEventQueue() *EventQueue {
 	q := &EventQueue{}
 	q.cond = sync.NewCond(&q.mu)
 	return q
 }
 
+// Push appends ev; it never blocks.
 func (q *EventQueue) Push(ev Event) {
 	q.mu.Lock()
 	q.items = append(q.items, ev)

@@ -642,7 +642,7 @@ func (n *Node) collect(disk string, c *vmConsole) error {
 			skip--
 			continue
 		}
-		n.queue.Push(netns.Event{Kind: m.Kind, Time: m.Time, Data: m.Data})
+		n.queue.Push(m.Event())
 	}
 	switch {
 	case result != nil:
@@ -766,7 +766,7 @@ func (c *vmConsole) read(r io.ReadCloser) {
 				c.mu.Lock()
 				c.live++
 				c.mu.Unlock()
-				c.events(netns.Event{Kind: m.Kind, Time: m.Time, Data: m.Data})
+				c.events(m.Event())
 				continue
 			}
 		}
