@@ -53,12 +53,15 @@ test-privileged: deps
 	$(GO) test -count=1 -timeout 25m -run Privileged -v ./...
 
 # test-faults: only the fault tests, verbose (root): node processes killed
-# at fixed phases, and kpsim run's orchestrator or node killed with SIGKILL
-# or SIGINT at random times (the seed is logged with the command that
-# replays it).
+# at fixed phases, kpsim run's orchestrator or node killed with SIGKILL or
+# SIGINT at random times, and kube-proxy killed in the middle of 20 syncs
+# (10 runs, iptables-legacy and nftables), each of which must end with the
+# oracle's dataplane. Each random test logs its seed with the command that
+# replays it.
 test-faults: deps
 	@[ "$(IS_ROOT)" = yes ] || { echo "test-faults needs root: sudo make test-faults"; exit 3; }
-	$(GO) test -count=1 -timeout 10m -run '^TestPrivilegedKill' -v ./netns ./cmd/kpsim
+	$(GO) test -count=1 -timeout 10m -run '^TestPrivilegedKill' -v ./netns
+	$(GO) test -count=1 -timeout 40m -run '^TestPrivilegedKill' -v ./cmd/kpsim -args -kill-sync-runs 10
 
 # test-under-load: scenarios/policies.yaml with iptables and nftables RUNS
 # times in a row (default 20) while a busy loop keeps one core busy, the

@@ -70,6 +70,9 @@ func (n *node) armFault(where string, f scenarios.Fault, atStart bool) error {
 		r.Kind, r.Target, r.Armed = "command", f.Command.Name, f.Command.Failures
 		a.command = f.Command.Name
 		if !atStart {
+			if n.proxier == nil {
+				return fmt.Errorf("%s: kube-proxy is not running", where)
+			}
 			if err := n.proxier.ArmCommandFault(f.Command.Name, f.Command.Failures); err != nil {
 				return err
 			}
@@ -95,12 +98,11 @@ func (n *node) armFault(where string, f scenarios.Fault, atStart bool) error {
 // finishFaults records what every armed fault did. Command faults of one
 // program share the wrapper's slots, so their injected failures are
 // shared out in arming order.
-func (n *node) finishFaults() {
-	var commands map[string]int
-	if n.proxier != nil {
-		commands = map[string]int{}
-		for name, c := range n.proxier.CommandFaults() {
-			commands[name] = c.Injected
+func (n *node) finishFaults(recs []kubeProxyRecord) {
+	commands := map[string]int{}
+	for _, rec := range recs {
+		for name, c := range rec.faults {
+			commands[name] += c.Injected
 		}
 	}
 	for _, a := range n.faults {

@@ -35,11 +35,20 @@ func init() { netns.RegisterChildMain(kubeProxyChild, runKubeProxy) }
 // KubeProxyStart is what kube-proxy's process is started with. It loads
 // the scenario itself and builds the proxier's options as the node would.
 type KubeProxyStart struct {
-	ScenarioFile  string
-	ScenarioYAML  []byte
-	Mode          string // the spec.modes entry's name
+	ScenarioFile string
+	ScenarioYAML []byte
+	Mode         string // the spec.modes entry's name
+	// Step is the index of the step it starts at: the mode is the entry's
+	// as migrate steps before it changed it (Scenario.ModeAt).
+	Step          int
 	FaultPrograms []string
 	FaultsArmed   map[string]int
+}
+
+// CleanupRequest asks kube-proxy's process to run kube-proxy --cleanup.
+type CleanupRequest struct {
+	// Backend is the iptables backend the node's "iptables" runs.
+	Backend string
 }
 
 // KubeProxyUsage is kube-proxy's process's getrusage(2) and memory
@@ -81,22 +90,36 @@ type kubeProxy struct {
 // startKubeProxy starts kube-proxy's process on api and waits until the
 // proxier has started (proxier.Start returned).
 func startKubeProxy(env *netns.NodeEnv, api remoteapi.Invoker, start KubeProxyStart) (*kubeProxy, error) {
-	child, err := env.StartChild(kubeProxyChild, netns.ChildOptions{Conns: 2})
+	k, err := startKubeProxyProcess(env, api)
 	if err != nil {
 		return nil, err
 	}
-	srv := rpc.NewServer()
-	if err := remoteapi.Register(srv, api); err != nil {
-		child.Close()
-		return nil, err
-	}
-	go srv.ServeConn(child.Conn(1))
-	k := &kubeProxy{child: child, calls: rpc.NewClient(child.Conn(0))}
 	if err := k.call(context.Background(), "Start", start, &k.tools); err != nil {
 		k.stop()
 		return nil, err
 	}
 	return k, nil
+}
+
+// startKubeProxyProcess starts kube-proxy's process, serving it api, and
+// starts nothing in it.
+func startKubeProxyProcess(env *netns.NodeEnv, api remoteapi.Invoker) (*kubeProxy, error) {
+	child, err := env.StartChild(kubeProxyChild, netns.ChildOptions{Conns: 2})
+	if err != nil {
+		return nil, err
+	}
+	srv := rpc.NewServer()
+	svc := remoteapi.NewService(api)
+	if err := srv.RegisterName(remoteapi.ServiceName, svc); err != nil {
+		child.Close()
+		return nil, err
+	}
+	go func() {
+		srv.ServeConn(child.Conn(1))
+		// kube-proxy's process is gone: so are its watches.
+		svc.StopAll()
+	}()
+	return &kubeProxy{child: child, calls: rpc.NewClient(child.Conn(0))}, nil
 }
 
 func (k *kubeProxy) call(ctx context.Context, method string, args, reply any) error {
@@ -216,10 +239,12 @@ func (s *KubeProxyService) Start(req KubeProxyStart, tools *proxier.Tools) error
 	if err != nil {
 		return err
 	}
-	ms, err := modeEntry(sc, req.Mode)
+	entry, err := modeEntry(sc, req.Mode)
 	if err != nil {
 		return err
 	}
+	at := sc.ModeAt(*entry, req.Step)
+	ms := &at
 	cfg, err := proxyConfig(sc.Spec.Proxy, ms.Proxy)
 	if err != nil {
 		return err
@@ -247,6 +272,8 @@ func (s *KubeProxyService) Start(req KubeProxyStart, tools *proxier.Tools) error
 		ClusterCIDR:   sc.Spec.Cluster.PodCIDR,
 		FaultPrograms: req.FaultPrograms,
 		FaultsArmed:   req.FaultsArmed,
+		// The node's iptables is the backend its first mode wrote with.
+		NodeBackend: entry.Backend,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the %s proxier: %w", ms.Mode, err)
@@ -254,6 +281,19 @@ func (s *KubeProxyService) Start(req KubeProxyStart, tools *proxier.Tools) error
 	s.p = p
 	*tools = p.Tools()
 	return nil
+}
+
+// Cleanup runs kube-proxy --cleanup in this process, which runs no
+// proxier.
+func (s *KubeProxyService) Cleanup(req CleanupRequest, r *proxier.StartupCleanup) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p != nil {
+		return errors.New("kube-proxy --cleanup runs in a process of its own, not beside a proxier")
+	}
+	c, err := proxier.CleanupAndExit(s.ctx, req.Backend, "/run")
+	*r = c
+	return err
 }
 
 func (s *KubeProxyService) Syncs(_ struct{}, r *[]proxier.Sync) error {
@@ -329,4 +369,59 @@ func (s *KubeProxyService) Usage(_ struct{}, r *KubeProxyUsage) error {
 	r.StartRSSBytes = s.startRSS
 	r.Memory = s.memory.Samples()
 	return nil
+}
+
+// kubeProxyRecord is what one kube-proxy process measured, read from it
+// before it is stopped (or at the end).
+type kubeProxyRecord struct {
+	syncs    []proxier.Sync
+	calls    []proxier.KernelCall
+	totals   proxier.Totals
+	inputs   proxier.Inputs
+	faults   map[string]proxier.CommandFaultCount
+	usage    KubeProxyUsage
+	usageErr error
+	err      error // the first failed accessor call
+}
+
+func (k *kubeProxy) record() kubeProxyRecord {
+	r := kubeProxyRecord{syncs: k.Syncs(), calls: k.KernelCalls(), totals: k.Totals(), inputs: k.Inputs(), faults: k.CommandFaults()}
+	r.usage, r.usageErr = k.Usage()
+	r.err = k.Err()
+	return r
+}
+
+// halt stops kube-proxy's process as its container's end does: the
+// signal to kube-proxy (SIGKILL, or SIGTERM when graceful: kube-proxy has
+// no handler for it and exits at once), and SIGKILL to every program it
+// is running, which die with the container's PID namespace. It returns
+// those programs as "name (pid)". Its rules stay in the kernel.
+func (k *kubeProxy) halt(graceful bool) ([]string, error) {
+	pid := k.Pid()
+	if !graceful {
+		// Frozen, it starts no program while they are collected.
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	progs := descendants(pid)
+	sig := syscall.SIGKILL
+	if graceful {
+		sig = syscall.SIGTERM
+	} else {
+		for _, p := range progs {
+			_ = syscall.Kill(p.pid, syscall.SIGKILL)
+		}
+	}
+	_ = k.child.Signal(sig)
+	k.calls.Close()
+	err := k.child.Close()
+	var exit interface{ ExitCode() int }
+	if errors.As(err, &exit) && exit.ExitCode() == -1 {
+		err = nil // killed by the signal, as meant
+	}
+	var names []string
+	for _, p := range progs {
+		_ = syscall.Kill(p.pid, syscall.SIGKILL) // graceful: the container ends
+		names = append(names, fmt.Sprintf("%s (%d)", p.comm, p.pid))
+	}
+	return names, err
 }

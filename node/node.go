@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"slices"
@@ -46,14 +48,16 @@ func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
 	if err != nil {
 		return err
 	}
-	ms, err := modeEntry(s, in.Mode)
+	entry, err := modeEntry(s, in.Mode)
 	if err != nil {
 		return err
 	}
-	res := &reports.ModeResult{Name: ms.Name, Mode: ms.Mode, Backend: ms.Backend}
-	n := &node{env: env, s: s, ms: ms, res: res, outDir: in.OutDir, probeTimeout: 2 * time.Second, tools: &toolexec.Exec{},
+	res := &reports.ModeResult{Name: entry.Name, Mode: entry.Mode, Backend: entry.Backend}
+	ms := *entry
+	n := &node{env: env, s: s, entry: entry, ms: &ms, res: res, outDir: in.OutDir, probeTimeout: 2 * time.Second, tools: &toolexec.Exec{},
 		scenarioFile: in.ScenarioFile, scenarioYAML: in.ScenarioYAML}
 	if in.InVM {
+		n.inVM = true
 		// Under software emulation a loaded guest answered 0.3-0.8% of
 		// connections after more than 2 s (2000x10, iptables).
 		n.probeTimeout = 15 * time.Second
@@ -64,10 +68,17 @@ func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
 		}
 	}
 	if len(in.OracleState) > 0 {
+		// The oracle builds the mode the run ended in.
+		final := s.FinalMode(*entry)
+		n.ms = &final
 		if err := n.runOracle(ctx, in.OracleState); err != nil {
 			res.Error = err.Error()
 		}
-		n.finishResources()
+		var recs []kubeProxyRecord
+		if n.proxier != nil {
+			recs = append(recs, n.proxier.record())
+		}
+		n.finishResources(recs)
 		return env.SetResult(Result{Version: ProtocolVersion, Mode: res})
 	}
 	// Unit costs first, before the proxier adds load: they let a VM
@@ -86,8 +97,11 @@ func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
 }
 
 type node struct {
-	env    *netns.NodeEnv
-	s      *scenarios.Scenario
+	env *netns.NodeEnv
+	s   *scenarios.Scenario
+	// entry is the scenario's mode entry; ms is the mode kube-proxy runs
+	// now (a migrate step changes it).
+	entry  *scenarios.ModeSpec
 	ms     *scenarios.ModeSpec
 	res    *reports.ModeResult
 	outDir string
@@ -96,8 +110,17 @@ type node struct {
 	// pods are the fake pods and the prober, in the node's dataplane
 	// process: their CPU time and memory are not kube-proxy's.
 	pods *netns.Dataplane
-	// proxier is kube-proxy, in a process of its own (kubeproxy.go).
+	// proxier is kube-proxy, in a process of its own (kubeproxy.go); nil
+	// while a lifecycle step has it stopped. past holds what the stopped
+	// ones measured, in order.
 	proxier *kubeProxy
+	past    []kubeProxyRecord
+	// down is set while a restart keeps kube-proxy stopped.
+	down *downState
+	// ended: the run's end state was read and saved (before a cleanup).
+	ended bool
+	// mutations counts the API mutations made so far.
+	mutations int
 	// scenarioFile and scenarioYAML are handed to kube-proxy's process.
 	scenarioFile string
 	scenarioYAML []byte
@@ -108,6 +131,8 @@ type node struct {
 	lastMutation sim.Mutation
 	// probeTimeout bounds one probe connection.
 	probeTimeout time.Duration
+	// inVM: the node runs in a VM, possibly under software emulation.
+	inVM bool
 	// latency measures the current churn step's sampled mutations.
 	latency *latencyProbe
 	ctx     context.Context
@@ -157,6 +182,9 @@ func (n *node) run(ctx context.Context) error {
 		_ = n.env.Emit(EventStep, StepEvent{Mode: n.ms.Name, Step: st.Name, Index: i, Of: len(n.s.Spec.Steps)})
 		err := n.step(ctx, i, st, &sr)
 		sr.End = time.Now()
+		if err == nil {
+			err = n.resumeIfDue(ctx, st.Name)
+		}
 		if err != nil {
 			sr.Error = err.Error()
 		}
@@ -169,19 +197,37 @@ func (n *node) run(ctx context.Context) error {
 }
 
 // startProxier starts kube-proxy, in its own process, on api.
-func (n *node) startProxier(_ context.Context, api remoteapi.Invoker) error {
-	var err error
-	n.proxier, err = startKubeProxy(n.env, api, KubeProxyStart{
+func (n *node) startProxier(ctx context.Context, api remoteapi.Invoker) error {
+	step := 0
+	if n.oracle {
+		step = len(n.s.Spec.Steps) // the mode the run ended in
+	}
+	return n.startProxierAt(ctx, api, step)
+}
+
+// startProxierAt starts kube-proxy with the mode the entry has at step
+// index. spec.faults' command failures meet the first one only.
+func (n *node) startProxierAt(_ context.Context, api remoteapi.Invoker, index int) error {
+	armed := n.startFaults()
+	if len(n.past) > 0 {
+		armed = nil
+	}
+	k, err := startKubeProxy(n.env, api, KubeProxyStart{
 		ScenarioFile:  n.scenarioFile,
 		ScenarioYAML:  n.scenarioYAML,
-		Mode:          n.ms.Name,
+		Mode:          n.entry.Name,
+		Step:          index,
 		FaultPrograms: n.faultPrograms(),
-		FaultsArmed:   n.startFaults(),
+		FaultsArmed:   armed,
 	})
 	if err != nil {
 		return err
 	}
-	n.res.Binaries = n.proxier.Tools().Binaries
+	n.proxier = k
+	if n.res.Binaries == nil {
+		n.res.Binaries = map[string]string{}
+	}
+	maps.Copy(n.res.Binaries, k.Tools().Binaries)
 	return nil
 }
 
@@ -199,7 +245,7 @@ func (n *node) step(ctx context.Context, i int, st scenarios.Step, sr *reports.S
 	switch {
 	case st.Sync != nil:
 		start := time.Now()
-		if err := n.waitSynced(ctx, st.Sync.Timeout.Duration); err != nil {
+		if _, err := n.waitSynced(ctx, st.Sync.Timeout.Duration); err != nil {
 			return err
 		}
 		sr.SyncSeconds = time.Since(start).Seconds()
@@ -213,20 +259,39 @@ func (n *node) step(ctx context.Context, i int, st scenarios.Step, sr *reports.S
 		}
 	case st.Churn != nil:
 		n.ctx = ctx
-		n.latency = &latencyProbe{every: sampleEvery(st.Churn)}
+		if n.proxier != nil {
+			// While kube-proxy is down there is no programming to time.
+			n.latency = &latencyProbe{every: sampleEvery(st.Churn)}
+		}
 		n.stepMutations, n.stepSkipped = 0, 0
 		n.churnStep, n.churnStart = &st, time.Now()
 		_, err := n.engine.Run(ctx, *st.Churn)
 		n.churnStep = nil
 		// The measurements end once the proxier caught up (or time out).
-		n.res.EndToEnd = append(n.res.EndToEnd, n.latency.wait()...)
-		n.latency = nil
+		if n.latency != nil {
+			n.res.EndToEnd = append(n.res.EndToEnd, n.latency.wait()...)
+			n.latency = nil
+		}
 		sr.Mutations, sr.Skipped = n.stepMutations, n.stepSkipped
 		return err
 	case st.Probe != nil:
 		return n.probe(ctx, i, st)
 	case st.Fault != nil:
 		return n.armFault(st.Name, *st.Fault, false)
+	case st.Restart != nil:
+		return n.restart(ctx, i, st)
+	case st.Migrate != nil:
+		if !st.Migrate.AppliesTo(*n.ms) {
+			return nil
+		}
+		return n.migrate(ctx, i, st)
+	case st.Cleanup != nil:
+		return n.cleanup(ctx, i, st)
+	case st.Tamper != nil:
+		if !st.Tamper.AppliesTo(*n.ms) {
+			return nil
+		}
+		return n.tamper(ctx, i, st)
 	case st.Wait != nil:
 		t := time.NewTimer(st.Wait.Duration.Duration)
 		defer t.Stop()
@@ -244,7 +309,7 @@ func (n *node) step(ctx context.Context, i int, st scenarios.Step, sr *reports.S
 // gauge passed the last write's start), it has the Node's topology labels
 // and the ServiceCIDRs, and a successful sync started after all of these
 // (proxier.WaitForAPI).
-func (n *node) waitSynced(ctx context.Context, timeout time.Duration) error {
+func (n *node) waitSynced(ctx context.Context, timeout time.Duration) (proxier.Sync, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if !n.lastWrite.IsZero() {
@@ -260,7 +325,7 @@ func (n *node) waitSynced(ctx context.Context, timeout time.Duration) error {
 		for n.proxier.Totals().LastQueued.Before(began) && time.Now().Before(deadline) {
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("waiting for kube-proxy to see the last change: %w", ctx.Err())
+				return proxier.Sync{}, fmt.Errorf("waiting for kube-proxy to see the last change: %w", ctx.Err())
 			case <-tick.C:
 			}
 		}
@@ -270,10 +335,11 @@ func (n *node) waitSynced(ctx context.Context, timeout time.Duration) error {
 				"mutation", m.Seq, "action", m.Action, "group", m.Group, "writes", m.Writes)
 		}
 	}
-	if _, err := n.proxier.WaitForAPI(ctx, n.lastWrite); err != nil {
-		return fmt.Errorf("waiting for the proxier to sync (timeout %s): %w", timeout, err)
+	s, err := n.proxier.WaitForAPI(ctx, n.lastWrite)
+	if err != nil {
+		return s, fmt.Errorf("waiting for the proxier to sync (timeout %s): %w", timeout, err)
 	}
-	return nil
+	return s, nil
 }
 
 // longSyncTimeout bounds the syncs kpsim waits for outside a sync step (the
@@ -301,6 +367,7 @@ func (n *node) onMutation(m sim.Mutation) {
 		n.stepSkipped++
 	} else {
 		n.stepMutations++
+		n.mutations++
 	}
 	for _, w := range m.Writes {
 		n.res.WriteRetries += w.Retries
@@ -409,27 +476,31 @@ func (n *node) target(svc sim.Service, port sim.Port, kind string) (netip.AddrPo
 	return netip.AddrPortFrom(svc.ClusterIP, uint16(port.Port)), true
 }
 
-// finish records the proxier's syncs, the final dataplane and the node's
-// resource use, whatever state the run ended in. After a clean run it
-// first lets the proxier catch up with the last change and saves the
-// final API state for the oracle.
+// finish records what every kube-proxy process measured, the final
+// dataplane and the node's resource use, whatever state the run ended in.
+// After a clean run it first lets the proxier catch up with the last
+// change and saves the final API state for the oracle (unless a cleanup
+// step did so before it ran).
 func (n *node) finish(ctx context.Context, clean bool) {
-	if clean && n.synced {
-		if err := n.waitSynced(ctx, n.longSyncTimeout()); err != nil {
-			n.res.Error = "final sync: " + err.Error()
-		}
-		if n.outDir != "" {
-			if err := saveAPIState(ctx, n.cluster.Clientset, FinalStatePath(n.outDir, n.ms.Name)); err != nil && n.res.Error == "" {
-				n.res.Error = "saving the final API state: " + err.Error()
-			}
+	if clean && n.synced && !n.ended && n.proxier != nil {
+		if err := n.finalState(ctx); err != nil && n.res.Error == "" {
+			n.res.Error = err.Error()
 		}
 	}
-	n.finishFaults()
+	if n.down != nil {
+		// A failed run may end with kube-proxy stopped by a restart.
+		_ = n.endLifecycle(n.down.lc, n.down.w, errors.New("the run ended while kube-proxy was down"))
+		n.down = nil
+	}
+	recs := slices.Clone(n.past)
 	if n.proxier != nil {
-		calls := n.proxier.KernelCalls()
-		for _, s := range n.proxier.Syncs() {
-			rs := reports.Sync{Start: s.Start, End: s.End, Seconds: s.Duration.Seconds(), Full: s.Full, Merged: s.Merged, Succeeded: s.Succeeded}
-			for kind, sum := range proxier.SumKernelCalls(calls, s.Start, s.End) {
+		recs = append(recs, n.proxier.record())
+	}
+	n.finishFaults(recs)
+	for process, rec := range recs {
+		for _, s := range rec.syncs {
+			rs := reportSync(s, process)
+			for kind, sum := range proxier.SumKernelCalls(rec.calls, s.Start, s.End) {
 				if rs.Kernel == nil {
 					rs.Kernel = map[string]float64{}
 				}
@@ -437,7 +508,7 @@ func (n *node) finish(ctx context.Context, clean bool) {
 			}
 			n.res.Syncs = append(n.res.Syncs, rs)
 		}
-		for _, c := range calls {
+		for _, c := range rec.calls {
 			if n.res.KernelCalls == nil {
 				n.res.KernelCalls = map[string]reports.CallStats{}
 			}
@@ -450,38 +521,66 @@ func (n *node) finish(ctx context.Context, clean bool) {
 			}
 			n.res.KernelCalls[c.Method] = cs
 		}
-		if in := n.proxier.Inputs(); !in.TopologyAt.IsZero() || !in.ServiceCIDRsAt.IsZero() || len(in.NotHanded) > 0 || in.NodeEventsHeld > 0 || in.Cleanup != nil {
-			n.res.Startup = &reports.Startup{TopologyLabels: in.TopologyLabels, TopologyReceived: in.TopologyAt,
-				ServiceCIDRs: in.ServiceCIDRs, ServiceCIDRsReceived: in.ServiceCIDRsAt, TopologyNotHanded: in.NotHanded,
-				NodeEventsHeld: in.NodeEventsHeld}
-			if c := in.Cleanup; c != nil {
-				n.res.Startup.Cleanup = &reports.LeftoverCleanup{Modes: c.Modes, Programs: c.Programs, Skipped: c.Skipped,
-					Seconds: c.Duration.Seconds(), Failed: c.Failed}
-			}
-		}
-		t := n.proxier.Totals()
-		n.res.KubeProxyTotals = reports.Totals{SyncCount: t.SyncCount, SyncSeconds: t.SyncSeconds, FullCount: t.FullCount, FullSeconds: t.FullSeconds, PartialCount: t.PartialCount, PartialSeconds: t.PartialSeconds,
-			RestoreFailures: t.RestoreFailures, PartialRestoreFailures: t.PartialRestoreFailures, NFTablesSyncFailures: t.NFTablesSyncFailures, NFTablesCleanupFailures: t.NFTablesCleanFailures}
-		n.res.NetworkProgramming = reports.ProgrammingLatency{Count: t.ProgrammingCount, SumSeconds: t.ProgrammingSeconds}
-		if t.ProgrammingCount > 0 {
-			n.res.NetworkProgramming.MeanSeconds = t.ProgrammingSeconds / float64(t.ProgrammingCount)
-		}
-		if n.synced {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			counts, err := n.readDataplane(ctx, "end")
-			cancel()
-			if err != nil && n.res.Error == "" {
-				n.res.Error = err.Error()
-			}
-			n.res.Rules = counts
-		}
+		t := rec.totals
+		kt := &n.res.KubeProxyTotals
+		kt.SyncCount += t.SyncCount
+		kt.SyncSeconds += t.SyncSeconds
+		kt.FullCount += t.FullCount
+		kt.FullSeconds += t.FullSeconds
+		kt.PartialCount += t.PartialCount
+		kt.PartialSeconds += t.PartialSeconds
+		kt.RestoreFailures += t.RestoreFailures
+		kt.PartialRestoreFailures += t.PartialRestoreFailures
+		kt.NFTablesSyncFailures += t.NFTablesSyncFailures
+		kt.NFTablesCleanupFailures += t.NFTablesCleanFailures
+		n.res.NetworkProgramming.Count += t.ProgrammingCount
+		n.res.NetworkProgramming.SumSeconds += t.ProgrammingSeconds
 		// A kube-proxy that died (a panic, a kill) fails the mode: the
 		// calls above could not reach it.
-		if err := n.proxier.Err(); err != nil && n.res.Error == "" {
-			n.res.Error = "kube-proxy: " + err.Error()
+		if rec.err != nil && n.res.Error == "" {
+			n.res.Error = "kube-proxy: " + rec.err.Error()
 		}
 	}
-	n.finishResources()
+	if np := &n.res.NetworkProgramming; np.Count > 0 {
+		np.MeanSeconds = np.SumSeconds / float64(np.Count)
+	}
+	// The first process's startup: what kube-proxy was handed before its
+	// first sync (a restart's is in its Lifecycle entry).
+	if len(recs) > 0 {
+		if in := recs[0].inputs; !in.TopologyAt.IsZero() || !in.ServiceCIDRsAt.IsZero() || len(in.NotHanded) > 0 || in.NodeEventsHeld > 0 || in.Cleanup != nil {
+			n.res.Startup = &reports.Startup{TopologyLabels: in.TopologyLabels, TopologyReceived: in.TopologyAt,
+				ServiceCIDRs: in.ServiceCIDRs, ServiceCIDRsReceived: in.ServiceCIDRsAt, TopologyNotHanded: in.NotHanded,
+				NodeEventsHeld: in.NodeEventsHeld, Cleanup: leftoverCleanup(in.Cleanup)}
+		}
+	}
+	if n.synced && n.res.Rules == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		counts, err := n.readDataplane(ctx, "end")
+		cancel()
+		if err != nil && n.res.Error == "" {
+			n.res.Error = err.Error()
+		}
+		n.res.Rules = counts
+	}
+	n.finishResources(recs)
+}
+
+// finalState waits for kube-proxy to program the last change, saves the
+// API state for the oracle and reads the end dataplane: the state
+// kube-proxy's run is judged by.
+func (n *node) finalState(ctx context.Context) error {
+	n.ended = true
+	if _, err := n.waitSynced(ctx, n.longSyncTimeout()); err != nil {
+		return fmt.Errorf("final sync: %w", err)
+	}
+	if n.outDir != "" {
+		if err := saveAPIState(ctx, n.cluster.Clientset, FinalStatePath(n.outDir, n.entry.Name)); err != nil {
+			return fmt.Errorf("saving the final API state: %w", err)
+		}
+	}
+	counts, err := n.readDataplane(ctx, "end")
+	n.res.Rules = counts
+	return err
 }
 
 func calibration(c proxier.Calibration) *reports.Calibration {
@@ -496,15 +595,23 @@ func calibration(c proxier.Calibration) *reports.Calibration {
 // read inside it) and the harness's: the node process (fake API server,
 // churn, steps, the programs it ran to read rules) and the dataplane
 // process (fake pods, prober).
-func (n *node) finishResources() {
+func (n *node) finishResources(recs []kubeProxyRecord) {
 	r := &n.res.Resources
-	if n.proxier != nil {
-		if u, err := n.proxier.Usage(); err == nil {
-			r.CPUSeconds, r.ChildCPUSeconds, r.MaxRSSBytes, r.StartRSSBytes = u.CPUSeconds, u.ChildCPUSeconds, u.MaxRSSBytes, u.StartRSSBytes
-			r.Memory, r.MemorySampleSeconds = u.Memory, memoryEvery.Seconds()
-		} else {
-			klog.ErrorS(err, "Reading kube-proxy's resource use")
+	for i, rec := range recs {
+		u := rec.usage
+		if rec.usageErr != nil {
+			klog.ErrorS(rec.usageErr, "Reading kube-proxy's resource use", "process", i)
+			continue
 		}
+		// Every kube-proxy process's time; the largest resident set.
+		r.CPUSeconds += u.CPUSeconds
+		r.ChildCPUSeconds += u.ChildCPUSeconds
+		r.MaxRSSBytes = max(r.MaxRSSBytes, u.MaxRSSBytes)
+		if i == 0 {
+			r.StartRSSBytes = u.StartRSSBytes
+		}
+		r.Memory = append(r.Memory, u.Memory...)
+		r.MemorySampleSeconds = memoryEvery.Seconds()
 	}
 	h := &reports.HarnessResources{}
 	var self syscall.Rusage

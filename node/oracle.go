@@ -85,7 +85,7 @@ func (n *node) runOracle(ctx context.Context, data []byte) error {
 	if err := n.startProxier(ctx, client); err != nil {
 		return err
 	}
-	if err := n.waitSynced(ctx, n.longSyncTimeout()); err != nil {
+	if _, err := n.waitSynced(ctx, n.longSyncTimeout()); err != nil {
 		return err
 	}
 	n.synced = true

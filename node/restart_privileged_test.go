@@ -48,7 +48,7 @@ func runRestartNode(ctx context.Context, env *netns.NodeEnv) error {
 		return err
 	}
 	ms := &s.Spec.Modes[0]
-	n := &node{env: env, s: s, ms: ms, res: &reports.ModeResult{}, tools: &toolexec.Exec{}, probeTimeout: 2 * time.Second,
+	n := &node{env: env, s: s, entry: ms, ms: ms, res: &reports.ModeResult{}, tools: &toolexec.Exec{}, probeTimeout: 2 * time.Second,
 		scenarioFile: "restart.yaml", scenarioYAML: []byte(restartScenario)}
 	if n.cluster, err = sim.New(s); err != nil {
 		return err
@@ -78,7 +78,7 @@ func runRestartNode(ctx context.Context, env *netns.NodeEnv) error {
 		if err := n.startProxier(ctx, n.cluster.Clientset); err != nil {
 			return fmt.Errorf("%s: %w", phase, err)
 		}
-		if err := n.waitSynced(ctx, time.Minute); err != nil {
+		if _, err := n.waitSynced(ctx, time.Minute); err != nil {
 			return fmt.Errorf("%s: %w", phase, err)
 		}
 		if err := record(phase, n.proxier); err != nil {

@@ -91,8 +91,8 @@ func compareOracle(dir string, m scenarios.ModeSpec) reports.Oracle {
 			// their connections drain (graceful termination): they take
 			// no new connections, so they are reported, not compared.
 			var drained int
-			got, drained = withoutWeightZero(got)
-			want, _ = withoutWeightZero(want)
+			got, drained = rules.WithoutWeightZero(got)
+			want, _ = rules.WithoutWeightZero(want)
 			o.Draining = drained
 		}
 		if d := rules.DiffNormalized(want, got); d != "" {
@@ -103,23 +103,6 @@ func compareOracle(dir string, m scenarios.ModeSpec) reports.Oracle {
 	o.Diff = strings.Join(diffs, "\n")
 	o.Equal = o.Diff == ""
 	return o
-}
-
-// withoutWeightZero drops the weight-0 real servers ("  -> addr Masq 0")
-// from a normalized IPVS dump and counts them.
-func withoutWeightZero(dump string) (string, int) {
-	lines := strings.Split(dump, "\n")
-	out := lines[:0]
-	n := 0
-	for _, l := range lines {
-		f := strings.Fields(l)
-		if strings.HasPrefix(strings.TrimSpace(l), "->") && len(f) > 0 && f[len(f)-1] == "0" {
-			n++
-			continue
-		}
-		out = append(out, l)
-	}
-	return strings.Join(out, "\n"), n
 }
 
 func readGzip(path string) (string, error) {
@@ -149,5 +132,69 @@ func (r *run) runOracle(p point, m scenarios.ModeSpec) reports.Oracle {
 	if mr.Error != "" {
 		return reports.Oracle{Error: "the oracle's proxier failed: " + mr.Error}
 	}
-	return compareOracle(p.dir, m)
+	// A migration changes the mode whose rules the run ends with.
+	return compareOracle(p.dir, p.s.FinalMode(m))
+}
+
+// nameSharedLeftovers adds to a mode's last migration the old mode's
+// chains left in tables the new mode writes too (IPVS mode's iptables
+// chains after a switch to iptables mode): the node names leftovers of
+// the kinds only the old mode writes, and these are told apart only by
+// the fresh proxier's dump, the oracle's: a chain of the end dump that the
+// fresh proxier of the final mode does not create is the old mode's (the
+// new mode's first sync was full, and a full sync leaves none of its own
+// behind).
+func nameSharedLeftovers(dir string, final scenarios.ModeSpec, mr *reports.ModeResult) {
+	last := -1
+	for i, lc := range mr.Lifecycle {
+		if lc.Action == "migrate" && lc.Error == "" {
+			last = i
+		}
+	}
+	if last < 0 || final.Mode == scenarios.ModeNFTables {
+		return
+	}
+	got, err := readGzip(filepath.Join(dir, final.Name+".end.iptables.normalized.gz"))
+	if err != nil {
+		return
+	}
+	want, err := readGzip(filepath.Join(dir, final.Name+".oracle.iptables.normalized.gz"))
+	if err != nil {
+		return
+	}
+	fresh := map[string]bool{}
+	for _, c := range normalizedChains(want) {
+		fresh[c] = true
+	}
+	lc := &mr.Lifecycle[last]
+	n := 0
+	for _, c := range normalizedChains(got) {
+		if fresh[c] {
+			continue
+		}
+		n++
+		lc.Leftovers = append(lc.Leftovers, "iptables-"+final.Backend+": "+c+" (a fresh "+final.Mode+" proxier has no such chain)")
+	}
+	if n > 0 {
+		if lc.LeftoverCounts == nil {
+			lc.LeftoverCounts = map[string]int{}
+		}
+		lc.LeftoverCounts["iptables-"+final.Backend+"/chains"] += n
+	}
+}
+
+// normalizedChains lists the chains of a normalized iptables dump as
+// table/chain.
+func normalizedChains(dump string) []string {
+	var out []string
+	table := ""
+	for _, l := range strings.Split(dump, "\n") {
+		switch {
+		case strings.HasPrefix(l, "*"):
+			table = l[1:]
+		case strings.HasPrefix(l, ":"):
+			out = append(out, table+"/"+strings.Fields(l[1:])[0])
+		}
+	}
+	return out
 }

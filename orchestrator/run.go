@@ -85,7 +85,7 @@ func Run(ctx context.Context, file string, o Options) (*reports.Result, string, 
 		return nil, "", err
 	}
 	host := proxier.ProbeHost()
-	if r.placement, err = place(o.Stderr, r.modes, host, o.Kernel); err != nil {
+	if r.placement, err = place(o.Stderr, s, r.modes, host, o.Kernel); err != nil {
 		return nil, "", err
 	}
 	if err := checkLimits(o.Stderr, file, s, r.modes, r.placement); err != nil {
@@ -213,12 +213,18 @@ func (r *run) estimateVMTimings(res *reports.Result) {
 }
 
 // place decides where each mode entry runs, before anything is created:
-// a mode the host kernel lacks goes to a VM, and kernel "vm" sends every
-// mode there, so modes compared run on one kernel.
-func place(stderr io.Writer, modes []scenarios.ModeSpec, host *proxier.Host, kernel string) (map[string]string, error) {
+// a mode the host kernel lacks goes to a VM (an entry's every mode counts:
+// the one it migrates to as well), and kernel "vm" sends every mode
+// there, so modes compared run on one kernel.
+func place(stderr io.Writer, s *scenarios.Scenario, modes []scenarios.ModeSpec, host *proxier.Host, kernel string) (map[string]string, error) {
 	placement := map[string]string{}
 	for _, m := range modes {
 		a := host.Check(m.Mode, m.Backend)
+		for i := range s.Spec.Steps {
+			if at := s.ModeAt(m, i+1); a.OK {
+				a = host.Check(at.Mode, at.Backend)
+			}
+		}
 		want := m.Kernel
 		if kernel != scenarios.KernelAuto {
 			want = kernel
@@ -333,18 +339,21 @@ func (r *run) runMode(p point, m scenarios.ModeSpec) reports.ModeResult {
 	if mr.Error == "" && wantsOracle(p.s) && r.ctx.Err() == nil {
 		o := r.runOracle(p, m)
 		mr.Oracle = &o
+		if o.Checked {
+			nameSharedLeftovers(p.dir, p.s.FinalMode(m), &mr)
+		}
 	}
 	return mr
 }
 
 // wantsOracle: the oracle runs when the scenario churns (the case it
-// exists for) or expects it.
+// exists for), migrates or expects it.
 func wantsOracle(s *scenarios.Scenario) bool {
 	if s.Spec.Expectations.Oracle != "" {
 		return true
 	}
 	for _, st := range s.Spec.Steps {
-		if st.Churn != nil {
+		if st.Churn != nil || st.Migrate != nil {
 			return true
 		}
 	}

@@ -64,6 +64,12 @@ type Options struct {
 	// FaultsArmed are failures of FaultPrograms armed before the proxier
 	// is built (so they meet its first syncs), per program.
 	FaultsArmed map[string]int
+	// NodeBackend is the iptables backend the node's plain "iptables"
+	// runs, for nftables mode's startup cleanup of iptables leftovers:
+	// on a node migrated off iptables mode it is the backend the old mode
+	// wrote with (kube-proxy's image picks it from the rules it finds).
+	// Empty: the PATH as it is.
+	NodeBackend string
 
 	// topologyDelay holds the node's topology labels back from the
 	// proxier (tests: the startup race of a loaded machine, every time).
@@ -145,6 +151,11 @@ func Start(ctx context.Context, opts Options) (*Proxier, error) {
 
 	// cmd/kube-proxy/app/options.go:371: Run cleans up other modes'
 	// leftovers before it builds the proxy server.
+	if opts.Mode == ModeNFTables && opts.NodeBackend != "" {
+		if _, err := useIPTablesBackend(ctx, opts.ToolsDir, opts.NodeBackend); err != nil {
+			return nil, err
+		}
+	}
 	cleanup := startupCleanup(ctx, opts.Mode)
 
 	// cmd/kube-proxy/app/server.go: NewProxyServer creates the NodeManager

@@ -63,6 +63,34 @@ func startupCleanup(ctx context.Context, mode string) StartupCleanup {
 	return c
 }
 
+// CleanupAndExit runs what `kube-proxy --cleanup` runs:
+// platformCleanup(ctx, mode, true), which removes the leftovers of every
+// mode (iptables, IPVS and nftables), whatever mode it was given. backend
+// is the iptables backend the node's "iptables" runs ("" leaves PATH as it
+// is); toolsDir holds its directory of symlinks. It changes this
+// process's PATH, so it runs in a process of its own, as kube-proxy
+// --cleanup does. The ip_vs guard of startupCleanup applies.
+func CleanupAndExit(ctx context.Context, backend, toolsDir string) (StartupCleanup, error) {
+	if backend != "" {
+		if _, err := useIPTablesBackend(ctx, toolsDir, backend); err != nil {
+			return StartupCleanup{}, err
+		}
+	}
+	start := time.Now()
+	c := StartupCleanup{Modes: []string{"iptables"}, Programs: resolvePrograms("iptables", "ip6tables", "nft")}
+	c.Failed = iptables.CleanupLeftovers(ctx)
+	if ipvsLoaded() {
+		c.Modes = append(c.Modes, "ipvs")
+		c.Failed = ipvs.CleanupLeftovers(ctx) || c.Failed
+	} else {
+		c.Skipped = "ipvs: the ip_vs module is not loaded, so no IPVS state is left to remove; upstream's cleanup would load it (modprobe ip_vs), for the whole host"
+	}
+	c.Modes = append(c.Modes, "nftables")
+	c.Failed = nftables.CleanupLeftovers(ctx) || c.Failed
+	c.Duration = time.Since(start)
+	return c, nil
+}
+
 // ipvsLoaded says whether the kernel has IPVS loaded: it shows
 // /proc/net/ip_vs in every network namespace then.
 func ipvsLoaded() bool {

@@ -78,7 +78,28 @@ type Invoker interface {
 
 // Register serves api on srv.
 func Register(srv *rpc.Server, api Invoker) error {
-	return srv.RegisterName(serviceName, &Service{api: api, watches: map[int64]*queue{}})
+	return srv.RegisterName(serviceName, NewService(api))
+}
+
+// NewService is the served side of api, for rpc.Server.RegisterName with
+// ServiceName.
+func NewService(api Invoker) *Service {
+	return &Service{api: api, watches: map[int64]*queue{}}
+}
+
+// ServiceName is the name Register registers the service under.
+const ServiceName = serviceName
+
+// StopAll ends every watch: the client is gone (its process exited), and
+// nothing would take their events.
+func (s *Service) StopAll() {
+	s.mu.Lock()
+	ws := s.watches
+	s.watches = map[int64]*queue{}
+	s.mu.Unlock()
+	for _, q := range ws {
+		q.w.Stop()
+	}
 }
 
 // Service is the served side. It is exported for net/rpc only.

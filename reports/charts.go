@@ -32,8 +32,9 @@ type Chart struct {
 const maxShareCharts = 6
 
 // Charts draws a run's figures: the sync-time distribution per mode, the
-// end-to-end latency samples per mode and the per-endpoint shares of up to
-// six probed Services. A figure with no data is left out.
+// end-to-end latency samples per mode, the per-endpoint shares of up to
+// six probed Services, the connections answered through each lifecycle
+// step and a sweep's curves. A figure with no data is left out.
 func Charts(r *Result) (_ []Chart, err error) {
 	// gonum/plot panics on some degenerate inputs (a log axis whose range
 	// reaches 0); a report must fail with an error, never crash.
@@ -43,7 +44,7 @@ func Charts(r *Result) (_ []Chart, err error) {
 		}
 	}()
 	var charts []Chart
-	for _, f := range []func(*Result) ([]Chart, error){syncChart, latencyChart, shareCharts, sweepCharts} {
+	for _, f := range []func(*Result) ([]Chart, error){syncChart, latencyChart, shareCharts, lifecycleCharts, sweepCharts} {
 		cs, err := f(r)
 		if err != nil {
 			return nil, err

@@ -15,14 +15,17 @@ var faultsNote = methodNote{"faults", "command faults: a wrapper script first in
 	"_nftables_sync_failures_total, _nftables_cleanup_failures_total) say what it saw; churn writes that " +
 	"met an injected error were retried; whether the dataplane recovered is the oracle's verdict."}
 
-// notesFor is methodNotes, plus the faults note when r injected faults.
+// notesFor is methodNotes, plus the faults note when r injected faults
+// and the lifecycle note when it ran lifecycle steps.
 func notesFor(r *Result) []methodNote {
-	for _, m := range r.Modes {
-		if len(m.Faults) > 0 {
-			return append(slices.Clip(methodNotes), faultsNote)
-		}
+	notes := methodNotes
+	if slices.ContainsFunc(r.Modes, func(m ModeResult) bool { return len(m.Faults) > 0 }) {
+		notes = append(slices.Clip(notes), faultsNote)
 	}
-	return methodNotes
+	if slices.ContainsFunc(r.Modes, func(m ModeResult) bool { return len(m.Lifecycle) > 0 }) {
+		notes = append(slices.Clip(notes), lifecycleNote)
+	}
+	return notes
 }
 
 // faultsTable lists every injected fault per mode, with kube-proxy's

@@ -100,7 +100,8 @@ pre { background: #f6f6f6; padding: 0.5em; overflow-x: auto; }
 <p class="note">{{.Note}}</p>
 {{range .Tables}}
 <h2>{{.Title}}</h2>
-<table>
+{{with .Lead}}<p>{{.}}</p>
+{{end}}<table>
 <thead><tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr></thead>
 <tbody>
 {{range .Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>

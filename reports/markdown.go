@@ -20,6 +20,9 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	fmt.Fprintf(bw, "\n%s\n", comparabilityNote)
 	for _, t := range reportTables(r) {
 		fmt.Fprintf(bw, "\n## %s\n\n", t.Title)
+		if t.Lead != "" {
+			fmt.Fprintf(bw, "%s\n\n", mdEscape(t.Lead))
+		}
 		writeMarkdownTable(bw, t.Header, t.Rows)
 		for _, n := range t.Notes {
 			head, rest, multi := strings.Cut(n, "\n")

@@ -16,7 +16,9 @@ type fact struct{ Name, Value string }
 
 // reportTable is a titled table of text cells.
 type reportTable struct {
-	Title  string
+	Title string
+	// Lead is a line printed between the title and the table.
+	Lead   string
 	Header []string
 	Rows   [][]string
 	// Notes follow the table (failed modes, the host diff, ...).
@@ -111,6 +113,7 @@ func reportTables(r *Result) []reportTable {
 	if ft := faultsTable(r); len(ft.Rows) > 0 {
 		tables = append(tables, ft)
 	}
+	tables = append(tables, lifecycleTables(r)...)
 	if len(r.Expectations) > 0 {
 		tables = append(tables, expectationsTable(r))
 	}

@@ -140,6 +140,12 @@ type ModeResult struct {
 	KernelCalls map[string]CallStats `json:"kernelCalls,omitempty"`
 	// Oracle compares the final dataplane with a fresh proxier's.
 	Oracle *Oracle `json:"oracle,omitempty"`
+	// Lifecycle holds the lifecycle steps' measurements (restart, tamper,
+	// cleanup, migrate), in order. FinalMode and FinalBackend are the
+	// mode kube-proxy ran last, when a migration changed it.
+	Lifecycle    []Lifecycle `json:"lifecycle,omitempty"`
+	FinalMode    string      `json:"finalMode,omitempty"`
+	FinalBackend string      `json:"finalBackend,omitempty"`
 	// Sweep is set on the runs of a sweep: which mode entry and size this
 	// is. Name is then <entry>@<count>.
 	Sweep *SweepRun `json:"sweep,omitempty"`
@@ -299,6 +305,9 @@ type Sync struct {
 	// then their sum.
 	Merged    int  `json:"merged"`
 	Succeeded bool `json:"succeeded"`
+	// Process counts the kube-proxy processes before the one that ran
+	// this sync: 0 for the first, 1 after one restart or migration.
+	Process int `json:"process,omitempty"`
 	// Kernel is the time the sync spent in timed kernel-programming calls,
 	// in seconds by kind (iptables: restore/save/ensure program runs;
 	// ipset: ipset program runs; ipvs: IPVS netlink), from calls that

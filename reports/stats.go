@@ -66,6 +66,18 @@ func (m *ModeResult) FirstSync() *Sync {
 	return &m.Syncs[0]
 }
 
+// ColdFirstSync returns the first sync of the first kube-proxy process
+// (Process 0), or nil: with lifecycle steps, later processes' first syncs
+// are in Lifecycle.
+func (m *ModeResult) ColdFirstSync() *Sync {
+	for i := range m.Syncs {
+		if m.Syncs[i].Process == 0 {
+			return &m.Syncs[i]
+		}
+	}
+	return nil
+}
+
 // probeCell is "ok/sent (stray)" over a mode's probes, or "-".
 func probeCell(m *ModeResult) string {
 	sent, ok, stray := 0, 0, 0

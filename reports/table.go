@@ -78,6 +78,9 @@ func WriteSummary(w io.Writer, r *Result) error {
 			return err
 		}
 	}
+	if err := writeLifecycleSummary(w, r); err != nil {
+		return err
+	}
 	if len(r.Expectations) > 0 {
 		fmt.Fprintln(w)
 		et := newTable(w)

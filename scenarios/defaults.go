@@ -94,6 +94,7 @@ func Default(s *Scenario) {
 		if st.Sync != nil && st.Sync.Timeout == nil {
 			st.Sync.Timeout = D(DefaultSyncTimeout)
 		}
+		defaultLifecycle(st)
 		if p := st.Probe; p != nil {
 			setString(&p.From, FromPod)
 			if p.From == FromExternal {
@@ -142,8 +143,9 @@ func defaultGroup(g *ServiceGroup) {
 	}
 }
 
-// Action names the step's action: sync, churn, probe or wait ("" when
-// none is set, which validation refuses).
+// Action names the step's action: sync, churn, probe, wait, fault,
+// restart, tamper, cleanup or migrate ("step" when none is set, which
+// validation refuses).
 func (s Step) Action() string {
 	switch {
 	case s.Sync != nil:
@@ -156,6 +158,14 @@ func (s Step) Action() string {
 		return "wait"
 	case s.Fault != nil:
 		return "fault"
+	case s.Restart != nil:
+		return "restart"
+	case s.Tamper != nil:
+		return "tamper"
+	case s.Cleanup != nil:
+		return "cleanup"
+	case s.Migrate != nil:
+		return "migrate"
 	}
 	return "step"
 }

@@ -295,6 +295,14 @@ type Step struct {
 	Wait *WaitStep `yaml:"wait,omitempty" json:"wait,omitempty"`
 	// Fault arms a fault and returns at once; the steps after it meet it.
 	Fault *Fault `yaml:"fault,omitempty" json:"fault,omitempty"`
+	// Restart stops kube-proxy and starts a new one (lifecycle.go).
+	Restart *RestartStep `yaml:"restart,omitempty" json:"restart,omitempty"`
+	// Tamper changes kube-proxy's rules behind its back.
+	Tamper *TamperStep `yaml:"tamper,omitempty" json:"tamper,omitempty"`
+	// Cleanup stops kube-proxy and runs kube-proxy --cleanup.
+	Cleanup *CleanupStep `yaml:"cleanup,omitempty" json:"cleanup,omitempty"`
+	// Migrate stops kube-proxy and starts another mode's.
+	Migrate *MigrateStep `yaml:"migrate,omitempty" json:"migrate,omitempty"`
 }
 
 // Fault is one injected failure: exactly one of Command and API.

@@ -61,6 +61,7 @@ func validate(s *Scenario) field.ErrorList {
 		errs = append(errs, field.Invalid(spec.Child("dataplane", "addressesPerNamespace"), n, "must be between 0 (automatic) and 4096"))
 	}
 	errs = append(errs, v.steps(spec.Child("steps"))...)
+	errs = append(errs, v.lifecycle(spec.Child("steps"))...)
 	for i := range s.Spec.Faults {
 		errs = append(errs, v.fault(spec.Child("faults").Index(i), &s.Spec.Faults[i])...)
 	}
@@ -453,13 +454,14 @@ func (v *validator) steps(p *field.Path) field.ErrorList {
 	for i, st := range v.s.Spec.Steps {
 		sp := p.Index(i)
 		set := 0
-		for _, b := range []bool{st.Sync != nil, st.Churn != nil, st.Probe != nil, st.Wait != nil, st.Fault != nil} {
+		for _, b := range []bool{st.Sync != nil, st.Churn != nil, st.Probe != nil, st.Wait != nil, st.Fault != nil,
+			st.Restart != nil, st.Tamper != nil, st.Cleanup != nil, st.Migrate != nil} {
 			if b {
 				set++
 			}
 		}
 		if set != 1 {
-			errs = append(errs, field.Invalid(sp, fmt.Sprintf("%d actions", set), "a step needs exactly one of sync, churn, probe, wait, fault"))
+			errs = append(errs, field.Invalid(sp, fmt.Sprintf("%d actions", set), "a step needs exactly one of sync, churn, probe, wait, fault, restart, tamper, cleanup, migrate"))
 		}
 		if st.Fault != nil {
 			errs = append(errs, v.fault(sp.Child("fault"), st.Fault)...)

@@ -488,3 +488,22 @@ func ParseIPSetSave(text []byte) ([]IPSet, error) {
 	}
 	return sets, nil
 }
+
+// WithoutWeightZero drops the weight-0 real servers ("  -> addr Masq 0")
+// from a normalized IPVS dump and counts them: IPVS mode keeps removed
+// endpoints at weight 0 until their connections drain (graceful
+// termination), so they take no new connections.
+func WithoutWeightZero(dump string) (string, int) {
+	lines := strings.Split(dump, "\n")
+	out := lines[:0]
+	n := 0
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if strings.HasPrefix(strings.TrimSpace(l), "->") && len(f) > 0 && f[len(f)-1] == "0" {
+			n++
+			continue
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n"), n
+}
