@@ -16,6 +16,7 @@ import (
 	"github.com/kpsim/kpsim/remoteapi"
 	"github.com/kpsim/kpsim/reports"
 	"github.com/kpsim/kpsim/scenarios"
+	"golang.org/x/sys/unix"
 )
 
 // kube-proxy runs in a process of its own in the node's namespaces, as it
@@ -82,6 +83,8 @@ type kubeProxy struct {
 	child *netns.Child
 	calls *rpc.Client
 	tools proxier.Tools
+	// api serves the node's API to it: Handed says what it has had.
+	api *remoteapi.Service
 
 	mu  sync.Mutex
 	err error
@@ -119,7 +122,7 @@ func startKubeProxyProcess(env *netns.NodeEnv, api remoteapi.Invoker) (*kubeProx
 		// kube-proxy's process is gone: so are its watches.
 		svc.StopAll()
 	}()
-	return &kubeProxy{child: child, calls: rpc.NewClient(child.Conn(0))}, nil
+	return &kubeProxy{child: child, calls: rpc.NewClient(child.Conn(0)), api: svc}, nil
 }
 
 func (k *kubeProxy) call(ctx context.Context, method string, args, reply any) error {
@@ -396,20 +399,36 @@ func (k *kubeProxy) record() kubeProxyRecord {
 // no handler for it and exits at once), and SIGKILL to every program it
 // is running, which die with the container's PID namespace. It returns
 // those programs as "name (pid)". Its rules stay in the kernel.
+//
+// The programs are signalled through pidfds taken when they were listed:
+// once kube-proxy is gone they are no longer its children, and a bare pid
+// could by then name another process.
 func (k *kubeProxy) halt(graceful bool) ([]string, error) {
 	pid := k.Pid()
 	if !graceful {
 		// Frozen, it starts no program while they are collected.
 		_ = syscall.Kill(pid, syscall.SIGSTOP)
 	}
-	progs := descendants(pid)
+	var names []string
+	var fds []int
+	for _, p := range descendants(pid) {
+		fd, err := unix.PidfdOpen(p.pid, 0)
+		if err != nil {
+			continue // it exited meanwhile
+		}
+		fds = append(fds, fd)
+		names = append(names, fmt.Sprintf("%s (%d)", p.comm, p.pid))
+	}
+	killAll := func() {
+		for _, fd := range fds {
+			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		}
+	}
 	sig := syscall.SIGKILL
 	if graceful {
 		sig = syscall.SIGTERM
 	} else {
-		for _, p := range progs {
-			_ = syscall.Kill(p.pid, syscall.SIGKILL)
-		}
+		killAll()
 	}
 	_ = k.child.Signal(sig)
 	k.calls.Close()
@@ -418,10 +437,9 @@ func (k *kubeProxy) halt(graceful bool) ([]string, error) {
 	if errors.As(err, &exit) && exit.ExitCode() == -1 {
 		err = nil // killed by the signal, as meant
 	}
-	var names []string
-	for _, p := range progs {
-		_ = syscall.Kill(p.pid, syscall.SIGKILL) // graceful: the container ends
-		names = append(names, fmt.Sprintf("%s (%d)", p.comm, p.pid))
+	killAll() // graceful: the container ends
+	for _, fd := range fds {
+		unix.Close(fd)
 	}
 	return names, err
 }

@@ -172,6 +172,7 @@ func (n *node) stopKubeProxy(ctx context.Context, index int, graceful bool, duri
 	if during == scenarios.DuringSync {
 		began := time.Now()
 		if err := waitForWriter(ctx, n.proxier.Pid(), timeout); err != nil {
+			n.past = n.past[:len(n.past)-1] // it runs on: finish reads it
 			return stop, err
 		}
 		stop.WaitedSeconds = time.Since(began).Seconds()

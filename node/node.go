@@ -305,37 +305,80 @@ func (n *node) step(ctx context.Context, i int, st scenarios.Step, sr *reports.S
 }
 
 // waitSynced waits until the proxier has programmed the API state as of
-// the last write: kube-proxy has queued a sync for it (its last-queued
-// gauge passed the last write's start), it has the Node's topology labels
-// and the ServiceCIDRs, and a successful sync started after all of these
-// (proxier.WaitForAPI).
+// the last write: its process has been handed every watch event of the
+// writes (remoteapi), it has queued a sync since (its last-queued gauge
+// passed the last write's start: its handlers ran), it has the Node's
+// topology labels and the ServiceCIDRs, and a successful sync started
+// after all of these (proxier.WaitForAPI).
+//
+// Events reach kube-proxy's process a little after the write returns: a
+// sync that started after the last write but before its events were
+// handed over may have missed them, so the sync waited for must start
+// after they were handed. (Not after kube-proxy queued it: Sync.Start is
+// early by up to the end of a sync, and a sync the runner starts at once
+// would not count.)
 func (n *node) waitSynced(ctx context.Context, timeout time.Duration) (proxier.Sync, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	after := n.lastWrite
 	if !n.lastWrite.IsZero() {
 		tick := time.NewTicker(2 * time.Millisecond)
 		defer tick.Stop()
-		// A write that changes nothing kube-proxy watches queues nothing,
-		// so this wait is bounded; the sync wait below still holds.
-		deadline := time.Now().Add(5 * time.Second)
-		// The fake clientset hands a write to its watchers before the
-		// write returns, so kube-proxy may queue its sync before lastWrite:
-		// any queueing after the last write began counts.
-		began := n.lastMutation.Writes[len(n.lastMutation.Writes)-1].Start
-		for n.proxier.Totals().LastQueued.Before(began) && time.Now().Before(deadline) {
+		wait := func() error {
 			select {
 			case <-ctx.Done():
-				return proxier.Sync{}, fmt.Errorf("waiting for kube-proxy to see the last change: %w", ctx.Err())
+				return fmt.Errorf("waiting for kube-proxy to see the last change: %w", ctx.Err())
 			case <-tick.C:
+				return nil
 			}
 		}
-		if q := n.proxier.Totals().LastQueued; q.Before(began) {
+		// A write that changes nothing kube-proxy watches queues nothing,
+		// so these waits are bounded; the sync wait below still holds.
+		deadline := time.Now().Add(5 * time.Second)
+		// Handed twice over with nothing between: no event is between
+		// the watch's channel and its queue either.
+		var handed time.Time
+		for prev, seen := (time.Time{}), 0; time.Now().Before(deadline); {
+			h, ok := n.proxier.api.Handed()
+			switch {
+			case !ok:
+				seen = 0
+			case seen > 0 && h.Equal(prev):
+				seen++
+			default:
+				prev, seen = h, 1
+			}
+			if seen == 2 {
+				handed = h
+				break
+			}
+			if err := wait(); err != nil {
+				return proxier.Sync{}, err
+			}
+		}
+		// The fake clientset hands a write to its watchers before the
+		// write returns, so kube-proxy may queue its sync before lastWrite:
+		// any queueing after the last write began and its events were
+		// handed counts.
+		mark := n.lastMutation.Writes[len(n.lastMutation.Writes)-1].Start
+		if handed.After(mark) {
+			mark = handed
+		}
+		for n.proxier.Totals().LastQueued.Before(mark) && time.Now().Before(deadline) {
+			if err := wait(); err != nil {
+				return proxier.Sync{}, err
+			}
+		}
+		if q := n.proxier.Totals().LastQueued; q.Before(mark) {
 			m := n.lastMutation
-			klog.Background().Info("kube-proxy queued no sync after the last write began", "lastQueued", q, "writeBegan", began,
-				"mutation", m.Seq, "action", m.Action, "group", m.Group, "writes", m.Writes)
+			klog.Background().Info("kube-proxy queued no sync after it was handed the last write", "lastQueued", q, "mark", mark,
+				"handed", handed, "mutation", m.Seq, "action", m.Action, "group", m.Group, "writes", m.Writes)
+		}
+		if handed.After(after) {
+			after = handed
 		}
 	}
-	s, err := n.proxier.WaitForAPI(ctx, n.lastWrite)
+	s, err := n.proxier.WaitForAPI(ctx, after)
 	if err != nil {
 		return s, fmt.Errorf("waiting for the proxier to sync (timeout %s): %w", timeout, err)
 	}

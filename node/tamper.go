@@ -20,7 +20,7 @@ import (
 
 // A tamper step changes kube-proxy's rules with the standard tools, as an
 // operator or another agent would, then polls the rules until they are
-// again what they were before (compared as the oracle compares them) or
+// again what they were before (normalized as the oracle's dumps are) or
 // the timeout passes. kube-proxy not repairing something is a finding:
 // the step records it and succeeds.
 

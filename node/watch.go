@@ -142,10 +142,14 @@ func (n *node) expectWatch(svc sim.Service, port sim.Port) []netip.AddrPort {
 		MasqueradeAll: n.masqueradeAll(), From: scenarios.FromPod, Target: scenarios.TargetClusterIP, Mode: n.ms.Mode}).Eligible
 }
 
-// refresh re-reads which endpoints each target may reach.
+// refresh re-reads which endpoints each target may reach. A target whose
+// Service is gone may reach none.
 func (w *watch) refresh(model *sim.Model) {
 	byKey := map[string][]netip.AddrPort{}
 	for _, svc := range model.Services {
+		if !slices.ContainsFunc(w.targets, func(t watchTarget) bool { return t.svc == svc.Key() }) {
+			continue
+		}
 		for _, p := range svc.Ports {
 			byKey[svc.Key()+portSuffix(p.Name)] = w.n.expectWatch(svc, p)
 		}

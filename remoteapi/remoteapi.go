@@ -175,12 +175,42 @@ func (s *Service) Next(id int64, reply *Events) error {
 		reply.Events = append(reply.Events, Event{Type: ev.Type, Object: o})
 	}
 	reply.Closed = closed
+	if len(evs) > 0 {
+		q.mu.Lock()
+		q.handed = time.Now()
+		q.mu.Unlock()
+	}
 	if closed {
 		s.mu.Lock()
 		delete(s.watches, id)
 		s.mu.Unlock()
 	}
 	return nil
+}
+
+// Handed says whether every event of every watch has been handed to the
+// client (none waits in a queue or in the watch's channel), and when the
+// last of them was: the client has had every write made before the call
+// since then. An event the queue's goroutine has taken from the channel
+// and not yet queued is not seen for that instant: ask twice, a moment
+// apart, and trust an answer that held.
+func (s *Service) Handed() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var last time.Time
+	for _, q := range s.watches {
+		q.mu.Lock()
+		waiting := len(q.events) > 0 || len(q.w.ResultChan()) > 0
+		handed := q.handed
+		q.mu.Unlock()
+		if waiting {
+			return time.Time{}, false
+		}
+		if handed.After(last) {
+			last = handed
+		}
+	}
+	return last, true
 }
 
 // Stop ends a watch.
@@ -273,6 +303,8 @@ type queue struct {
 	events []watch.Event
 	closed bool
 	ready  chan struct{} // closed and replaced when events arrive or the watch ends
+	// handed is when Next last handed events to the client.
+	handed time.Time
 }
 
 func newQueue(w watch.Interface) *queue {

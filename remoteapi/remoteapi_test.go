@@ -177,3 +177,44 @@ func TestWatchStop(t *testing.T) {
 		t.Errorf("List on a closed connection: %v, want an error", err)
 	}
 }
+
+// TestHanded: Handed says no while a write's event waits on the node's
+// side, and when the client took it; StopAll ends every watch.
+func TestHanded(t *testing.T) {
+	api := fake.NewClientset()
+	svc := NewService(api)
+	// A watch the test drains itself, through Next, as a client would.
+	var reply WatchReply
+	req, err := request(clienttesting.NewWatchActionWithOptions(v1.SchemeGroupVersion.WithResource("services"), "", metav1.ListOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Watch(req, &reply); err != nil || reply.Failure != nil {
+		t.Fatal(err, reply.Failure)
+	}
+	if _, ok := svc.Handed(); !ok {
+		t.Fatal("Handed is false before any write")
+	}
+	written := time.Now()
+	if _, err := api.CoreV1().Services("default").Create(context.Background(), service("a", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// (An event between the watch's channel and its queue is not seen
+	// for an instant: callers ask twice.)
+	time.Sleep(10 * time.Millisecond)
+	if _, ok := svc.Handed(); ok {
+		t.Error("Handed is true while the create's event waits")
+	}
+	var evs Events
+	if err := svc.Next(reply.ID, &evs); err != nil || len(evs.Events) != 1 {
+		t.Fatalf("Next: %v, %d events", err, len(evs.Events))
+	}
+	h, ok := svc.Handed()
+	if !ok || h.Before(written) {
+		t.Errorf("Handed = %s %v after Next, want true, after the write at %s", h, ok, written)
+	}
+	svc.StopAll()
+	if err := svc.Next(reply.ID, &evs); err != nil || !evs.Closed {
+		t.Errorf("Next after StopAll: %v, closed %v", err, evs.Closed)
+	}
+}

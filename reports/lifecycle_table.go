@@ -20,7 +20,8 @@ var lifecycleNote = methodNote{"lifecycle", "watch probes: one connection at a t
 	"started; first sync end and programmed: wall clock from the new process's start until the end of its first sync, " +
 	"and of the first sync that covered every API change (changes made while it was down included), bounded by 5 ms " +
 	"polling; gap: from the stop until programmed. repair time: from the tamper until the first poll of the normalized " +
-	"rules (compared as the oracle compares them) equal to before the tamper, polled every max(200 ms, 3x read time): " +
+	"rules (normalized as the oracle's dumps, with the chains no packet reaches kept, since canaries are such chains, " +
+	"and IPVS real servers draining at weight 0 left out) equal to before the tamper, polled every max(200 ms, 3x read time): " +
 	"an upper bound. leftovers and what a cleanup left: kube-proxy's state read with iptables-save (both backends), " +
 	"nft list tables, ipset save, /proc/net/ip_vs and the kube-ipvs0 link."}
 
