@@ -169,6 +169,7 @@ func CheckExpectations(s *scenarios.Scenario, r *Result) []Expectation {
 			out = append(out, e)
 		}
 		out = append(out, faultExpectations(m)...)
+		out = append(out, lifecycleExpectations(m)...)
 		if !usable {
 			for j := range out {
 				if out[j].Mode == m.Name && out[j].Passed {
@@ -276,6 +277,49 @@ func faultExpectations(m *ModeResult) []Expectation {
 			e.Detail = "kube-proxy's failure counter (sync_proxy_rules_iptables_restore_failures_total, or sync_proxy_rules_nftables_sync_failures_total plus _cleanup_failures_total) is below the failures injected"
 		}
 		out = append(out, e)
+	}
+	return out
+}
+
+// lifecycleExpectations are implied by a scenario's lifecycle steps, from
+// their probes: while kube-proxy is down its rules stay in the kernel, so
+// connections to Services the API still gives endpoints keep being
+// answered (checked when the stopped kube-proxy had synced); and after
+// kube-proxy --cleanup no ClusterIP answers. What a tamper, a migration
+// or a cleanup leaves is a finding about kube-proxy, reported in the
+// Lifecycle table, not checked here.
+func lifecycleExpectations(m *ModeResult) []Expectation {
+	var out []Expectation
+	for _, lc := range m.Lifecycle {
+		w := lc.Watch
+		if w == nil || lc.Error != "" {
+			continue
+		}
+		switch lc.Action {
+		case "restart", "migrate":
+			p := w.Phase("down")
+			if p == nil || p.Sent == 0 || lc.Stop == nil || lc.Stop.SyncsBefore == 0 {
+				continue
+			}
+			e := Expectation{Name: "connections while kube-proxy was down (" + lc.Step + ")", Mode: m.Name,
+				Want: "none failed", Got: fmt.Sprintf("%d of %d failed", p.Failed, p.Sent), Passed: p.Failed == 0}
+			if !e.Passed {
+				e.Detail = "kube-proxy's rules stay in the kernel when it stops: a failed connection means they did not serve"
+			}
+			out = append(out, e)
+		case "cleanup":
+			p := w.Phase("cleaned")
+			if p == nil || p.Sent == 0 {
+				continue
+			}
+			answered := p.OK + p.Stale
+			e := Expectation{Name: "ClusterIPs after kube-proxy --cleanup (" + lc.Step + ")", Mode: m.Name,
+				Want: "none answered", Got: fmt.Sprintf("%d of %d answered", answered, p.Sent), Passed: answered == 0}
+			if !e.Passed {
+				e.Detail = "a ClusterIP still reached a pod after the cleanup: some of kube-proxy's rules are left"
+			}
+			out = append(out, e)
+		}
 	}
 	return out
 }

@@ -340,3 +340,27 @@ func TestLifecycleChartGaps(t *testing.T) {
 		t.Errorf("lifecycleChart of an empty watch = %v, %v; want no chart", c, err)
 	}
 }
+
+// TestLifecycleExpectations: a failed connection while kube-proxy was down
+// (after it had synced) or an answer after --cleanup misses; a kill before
+// the first sync and findings (leftovers) do not.
+func TestLifecycleExpectations(t *testing.T) {
+	watch := func(phase string, sent, ok, failed int) *Watch {
+		return &Watch{Phases: []WatchPhase{{Name: phase, Sent: sent, OK: ok, Failed: failed}}}
+	}
+	m := &ModeResult{Name: "iptables-legacy", Lifecycle: []Lifecycle{
+		{Step: "kill", Action: "restart", Stop: &Stop{SyncsBefore: 2}, Watch: watch("down", 10, 9, 1)},
+		{Step: "early", Action: "restart", Stop: &Stop{SyncsBefore: 0}, Watch: watch("down", 10, 0, 10)},
+		{Step: "rebuild", Action: "restart", Stop: &Stop{SyncsBefore: 3}, Watch: watch("down", 10, 10, 0)},
+		{Step: "cleanup", Action: "cleanup", Leftovers: []string{"iptables-legacy: filter/KUBE-FIREWALL"}, Watch: watch("cleaned", 20, 1, 19)},
+	}}
+	got := lifecycleExpectations(m)
+	if len(got) != 3 {
+		t.Fatalf("%d expectations, want 3 (none for a kill before the first sync): %+v", len(got), got)
+	}
+	for i, want := range []bool{false, true, false} {
+		if got[i].Passed != want {
+			t.Errorf("%s: passed %v, want %v (%s)", got[i].Name, got[i].Passed, want, got[i].Got)
+		}
+	}
+}

@@ -70,7 +70,7 @@ func TestPrivilegedKillInSync(t *testing.T) {
 		scenarioSeed := rng.Int64N(1 << 31)
 		// Even runs kill the first, full sync (large transactions); odd
 		// ones a partial sync of churn (small ones, so a short delay).
-		before, within, when := "", "300ms", "first sync"
+		before, within, when := "", "100ms", "first sync"
 		if run%2 == 1 {
 			before = `
     - name: initial
