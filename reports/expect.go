@@ -284,21 +284,30 @@ func faultExpectations(m *ModeResult) []Expectation {
 // lifecycleExpectations are implied by a scenario's lifecycle steps, from
 // their probes: while kube-proxy is down its rules stay in the kernel, so
 // connections to Services the API still gives endpoints keep being
-// answered (checked when the stopped kube-proxy had synced); and after
-// kube-proxy --cleanup no ClusterIP answers. What a tamper, a migration
+// answered (checked when the stopped kube-proxy had synced, and no earlier
+// tamper it left unrepaired broke them); and after kube-proxy --cleanup no
+// ClusterIP answers. What a tamper, a migration
 // or a cleanup leaves is a finding about kube-proxy, reported in the
 // Lifecycle table, not checked here.
 func lifecycleExpectations(m *ModeResult) []Expectation {
 	var out []Expectation
+	broken := false // by a tamper kube-proxy did not repair
 	for _, lc := range m.Lifecycle {
 		w := lc.Watch
+		wasBroken := broken
+		switch {
+		case lc.Action == "tamper" && !lc.Repaired:
+			broken = true
+		case lc.Action == "restart" || lc.Action == "migrate":
+			broken = broken && lc.Error != "" // a new kube-proxy's full sync rebuilt the rules
+		}
 		if w == nil || lc.Error != "" {
 			continue
 		}
 		switch lc.Action {
 		case "restart", "migrate":
 			p := w.Phase("down")
-			if p == nil || p.Sent == 0 || lc.Stop == nil || lc.Stop.SyncsBefore == 0 {
+			if p == nil || p.Sent == 0 || lc.Stop == nil || lc.Stop.SyncsBefore == 0 || wasBroken {
 				continue
 			}
 			e := Expectation{Name: "connections while kube-proxy was down (" + lc.Step + ")", Mode: m.Name,

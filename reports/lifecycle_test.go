@@ -352,11 +352,13 @@ func TestLifecycleExpectations(t *testing.T) {
 		{Step: "kill", Action: "restart", Stop: &Stop{SyncsBefore: 2}, Watch: watch("down", 10, 9, 1)},
 		{Step: "early", Action: "restart", Stop: &Stop{SyncsBefore: 0}, Watch: watch("down", 10, 0, 10)},
 		{Step: "rebuild", Action: "restart", Stop: &Stop{SyncsBefore: 3}, Watch: watch("down", 10, 10, 0)},
+		{Step: "flush", Action: "tamper", Repaired: false, Watch: watch("tampered", 10, 0, 10)},
+		{Step: "after-flush", Action: "restart", Stop: &Stop{SyncsBefore: 3}, Watch: watch("down", 10, 0, 10)},
 		{Step: "cleanup", Action: "cleanup", Leftovers: []string{"iptables-legacy: filter/KUBE-FIREWALL"}, Watch: watch("cleaned", 20, 1, 19)},
 	}}
 	got := lifecycleExpectations(m)
 	if len(got) != 3 {
-		t.Fatalf("%d expectations, want 3 (none for a kill before the first sync): %+v", len(got), got)
+		t.Fatalf("%d expectations, want 3 (none for a kill before the first sync, none while an unrepaired tamper broke the rules): %+v", len(got), got)
 	}
 	for i, want := range []bool{false, true, false} {
 		if got[i].Passed != want {
