@@ -90,7 +90,9 @@ func (n *node) tamper(ctx context.Context, i int, st scenarios.Step) error {
 			return n.endLifecycle(lc, w, err)
 		}
 	}
-	for _, s := range n.proxier.Syncs()[syncsBefore:] {
+	// (Syncs is empty when kube-proxy's process could not answer.)
+	syncs := n.proxier.Syncs()
+	for _, s := range syncs[min(syncsBefore, len(syncs)):] {
 		lc.RepairSyncs++
 		if s.Full {
 			lc.RepairFull++

@@ -228,18 +228,6 @@ func (s *Scenario) ModeAt(m ModeSpec, i int) ModeSpec {
 // FinalMode is mode entry m as it runs after the last step.
 func (s *Scenario) FinalMode(m ModeSpec) ModeSpec { return s.ModeAt(m, len(s.Spec.Steps)) }
 
-// Modes is every mode entry m runs over the run: its own and those it
-// migrates to, in order, without repeats.
-func (s *Scenario) Modes(m ModeSpec) []string {
-	out := []string{m.Mode}
-	for i := range s.Spec.Steps {
-		if mode := s.ModeAt(m, i+1).Mode; !slices.Contains(out, mode) {
-			out = append(out, mode)
-		}
-	}
-	return out
-}
-
 // migrated is m after a migrate step: the name stays (it names the node's
 // results), the mode changes.
 func (m ModeSpec) migrated(mg *MigrateStep) ModeSpec {
@@ -262,12 +250,6 @@ func (m ModeSpec) migrated(mg *MigrateStep) ModeSpec {
 		}
 	}
 	return m
-}
-
-// HasCleanup says whether the run ends with kube-proxy's cleanup: its end
-// state is then read before the cleanup step.
-func (s *Scenario) HasCleanup() bool {
-	return slices.ContainsFunc(s.Spec.Steps, func(st Step) bool { return st.Cleanup != nil })
 }
 
 // lifecycle validates the lifecycle steps and the steps that run while

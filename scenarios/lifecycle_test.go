@@ -1,9 +1,6 @@
 package scenarios
 
-import (
-	"slices"
-	"testing"
-)
+import "testing"
 
 // TestModeAt: a migrate step changes the mode an entry runs from the step
 // after it on, only for the entries it applies to, and keeps the entry's
@@ -49,12 +46,6 @@ spec:
 	}
 	if got := s.FinalMode(ipvs); got.Mode != ModeNFTables || got.Scheduler != "" {
 		t.Errorf("FinalMode(ipvs) = %+v, want nftables without a scheduler", got)
-	}
-	if got := s.Modes(ipvs); !slices.Equal(got, []string{ModeIPVS, ModeNFTables}) {
-		t.Errorf("Modes(ipvs) = %v", got)
-	}
-	if !s.HasCleanup() {
-		t.Error("HasCleanup is false")
 	}
 	r := s.Spec.Steps[3].Restart
 	if r.Timeout.Duration != DefaultLifecycleWait || r.Probes.Services != DefaultWatchServices || r.Probes.Rate != DefaultWatchRate || r.Within != nil {
