@@ -2,6 +2,7 @@ package node
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -80,11 +81,4 @@ func below(all []process, pid int) []process {
 var ruleWriters = []string{"iptables-restor", "ip6tables-resto", "iptables-nft-re", "nft", "ipset"}
 
 // isRuleWriter says whether comm names a program that writes rules.
-func isRuleWriter(comm string) bool {
-	for _, w := range ruleWriters {
-		if comm == w {
-			return true
-		}
-	}
-	return false
-}
+func isRuleWriter(comm string) bool { return slices.Contains(ruleWriters, comm) }

@@ -260,50 +260,49 @@ func (w *watch) stop() *reports.Watch {
 	}
 	nb := int(end.Sub(w.start)/watchBucket) + 1
 	out.Buckets = make([]reports.WatchBucket, nb)
-	phases := make([]reports.WatchPhase, len(w.phases))
-	for i, p := range w.phases {
-		until := end
-		if i+1 < len(w.phases) {
-			until = w.phases[i+1].at
-		}
-		phases[i] = reports.WatchPhase{Name: p.name, Seconds: until.Sub(p.at).Seconds()}
-	}
-	slices.SortFunc(w.sends, func(a, b watchSend) int { return a.at.Compare(b.at) })
+	// Totals, buckets and phases count alike: as WatchBuckets.
+	var total reports.WatchBucket
+	byPhase := make([]reports.WatchBucket, len(w.phases))
 	for _, s := range w.sends {
-		b := &out.Buckets[min(nb-1, int(s.at.Sub(w.start)/watchBucket))]
 		pi := 0
 		for i, p := range w.phases {
 			if !s.at.Before(p.at) {
 				pi = i
 			}
 		}
-		ph := &phases[pi]
-		out.Sent++
-		b.Sent++
-		ph.Sent++
+		for _, c := range []*reports.WatchBucket{&total, &byPhase[pi], &out.Buckets[min(nb-1, int(s.at.Sub(w.start)/watchBucket))]} {
+			c.Sent++
+			switch s.result {
+			case watchOK:
+				c.OK++
+			case watchStale:
+				c.Stale++
+			default:
+				c.Failed++
+			}
+		}
 		switch s.result {
-		case watchOK:
-			out.OK++
-			b.OK++
-			ph.OK++
 		case watchStale:
-			out.Stale++
-			b.Stale++
-			ph.Stale++
 			if out.StaleTo == nil {
 				out.StaleTo = map[string]int{}
 			}
 			out.StaleTo[w.targets[s.target].key+" -> "+s.endpoint]++
-		default:
-			out.Failed++
-			b.Failed++
-			ph.Failed++
+		case watchFailed:
 			if out.Failures == nil {
 				out.Failures = map[string]int{}
 			}
 			out.Failures[s.failure]++
 		}
 	}
-	out.Phases = phases
+	out.Sent, out.OK, out.Stale, out.Failed = total.Sent, total.OK, total.Stale, total.Failed
+	for i, p := range w.phases {
+		until := end
+		if i+1 < len(w.phases) {
+			until = w.phases[i+1].at
+		}
+		c := byPhase[i]
+		out.Phases = append(out.Phases, reports.WatchPhase{Name: p.name, Seconds: until.Sub(p.at).Seconds(),
+			Sent: c.Sent, OK: c.OK, Stale: c.Stale, Failed: c.Failed})
+	}
 	return out
 }
