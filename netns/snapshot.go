@@ -80,9 +80,10 @@ var snapshotSysctlGlobs = []string{
 // TakeHostSnapshot records the state of the calling process's network
 // namespace (the host's, in the orchestrator). It only reads: dump tools,
 // netlink dumps and /proc/sys. Call it from the orchestrator, never from a
-// node process.
+// node process. The dump tools run in their own process group: a Ctrl-C
+// to the run must not turn the check's reading into an error.
 func TakeHostSnapshot() (*HostSnapshot, error) {
-	return takeSnapshot(context.Background(), &toolexec.Exec{})
+	return takeSnapshot(context.Background(), &toolexec.Exec{OwnGroup: true})
 }
 
 func takeSnapshot(ctx context.Context, tools toolexec.Runner) (*HostSnapshot, error) {

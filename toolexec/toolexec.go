@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -37,6 +38,12 @@ type Runner interface {
 // Exec runs real programs. The zero value is ready; it is safe for
 // concurrent use.
 type Exec struct {
+	// OwnGroup runs each program in a process group of its own, so a
+	// signal sent to the caller's group (Ctrl-C in a terminal) does not
+	// reach it; ctx still stops it. For readers whose output must
+	// survive an interrupt, such as the host check's dumps.
+	OwnGroup bool
+
 	mu   sync.Mutex
 	runs int
 	cpu  time.Duration
@@ -49,6 +56,9 @@ func (*Exec) LookPath(file string) (string, error) { return exec.LookPath(file) 
 // Usage, whether it succeeded or not.
 func (e *Exec) Run(ctx context.Context, c Cmd) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, c.Name, c.Args...)
+	if e.OwnGroup {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
 	if c.Stdin != "" {
 		cmd.Stdin = strings.NewReader(c.Stdin)
 	}

@@ -3,8 +3,10 @@ package toolexec
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -23,6 +25,34 @@ func TestExec(t *testing.T) {
 	}
 	if runs, _ := e.Usage(); runs != 2 {
 		t.Errorf("Usage counts %d runs, want 2", runs)
+	}
+}
+
+// TestExecOwnGroup: with OwnGroup the program leads a process group of its
+// own, so a signal to the caller's group (a terminal's Ctrl-C) misses it;
+// without, it shares the caller's.
+func TestExecOwnGroup(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("needs sh")
+	}
+	// Field 5 of /proc/PID/stat is the process group; sh's name has no space.
+	const pgrp = `echo $$ $(cut -d' ' -f5 /proc/$$/stat)`
+	ours := syscall.Getpgrp()
+	for _, own := range []bool{false, true} {
+		out, err := (&Exec{OwnGroup: own}).Run(context.Background(), Command("sh", "-c", pgrp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pid, group int
+		if _, err := fmt.Sscan(string(out), &pid, &group); err != nil {
+			t.Fatalf("sh printed %q: %v", out, err)
+		}
+		switch {
+		case own && group != pid:
+			t.Errorf("OwnGroup: the program is in group %d, want its own (%d)", group, pid)
+		case !own && group != ours:
+			t.Errorf("without OwnGroup: the program is in group %d, want the caller's (%d)", group, ours)
+		}
 	}
 }
 
