@@ -9,6 +9,10 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := bin/kpsim
+# The program timer kube-proxy runs nft through (cmd/kpsim-exectimer): C,
+# linked statically, beside kpsim, where the node looks for it.
+EXECTIMER := bin/kpsim-exectimer
+CC ?= cc
 # The kube-proxy release under test; `make pin` rewrites go.mod for it.
 KUBE_VERSION ?= v1.37.1
 # Debian packages the privileged tests and runs need.
@@ -16,7 +20,8 @@ KUBE_VERSION ?= v1.37.1
 # may lack it); the VM boots a Debian kernel package fetched with apt-get
 # download, never installed.
 # chromium renders report.html in the HTML test (skipped without it).
-DEB_PACKAGES := iptables nftables ipset conntrack iproute2 qemu-system-x86 busybox-static chromium
+# libc6-dev links the program timer statically.
+DEB_PACKAGES := iptables nftables ipset conntrack iproute2 qemu-system-x86 busybox-static chromium libc6-dev
 FUZZTIME ?= 2m
 RUN_FLAGS ?=
 
@@ -26,12 +31,16 @@ IS_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 
 all: build
 
-build: go-deps
+build: go-deps $(EXECTIMER)
 	$(GO) build -o $(BIN) ./cmd/kpsim
+
+$(EXECTIMER): cmd/kpsim-exectimer/exectimer.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -Wall -Wextra -static -o $@ $<
 
 # make test: the whole suite. Privileged tests (files *_privileged_test.go,
 # tests named TestPrivileged*) skip with a reason unless run as root.
-test: deps
+test: deps $(EXECTIMER)
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m ./...
 	$(GO) build -o $(BIN) ./cmd/kpsim

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/rpc"
+	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -277,6 +279,7 @@ func (s *KubeProxyService) Start(req KubeProxyStart, tools *proxier.Tools) error
 		FaultsArmed:   req.FaultsArmed,
 		// The node's iptables is the backend its first mode wrote with.
 		NodeBackend: entry.Backend,
+		ExecTimer:   execTimerPath(),
 	})
 	if err != nil {
 		return fmt.Errorf("starting the %s proxier: %w", ms.Mode, err)
@@ -284,6 +287,21 @@ func (s *KubeProxyService) Start(req KubeProxyStart, tools *proxier.Tools) error
 	s.p = p
 	*tools = p.Tools()
 	return nil
+}
+
+// execTimerPath is kpsim-exectimer beside the running binary, where make
+// build puts it, or "" when there is none (a binary built by hand, a test
+// binary, a VM's initramfs): nft runs are then not timed.
+func execTimerPath() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	path := filepath.Join(filepath.Dir(exe), proxier.ExecTimerName)
+	if _, err := os.Stat(path); err != nil {
+		return ""
+	}
+	return path
 }
 
 // Cleanup runs kube-proxy --cleanup in this process, which runs no

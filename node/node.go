@@ -168,6 +168,7 @@ func (n *node) run(ctx context.Context) error {
 	if err := n.startPods(); err != nil {
 		return err
 	}
+	n.res.ToolVersions = toolVersions(ctx, n.tools, modePrograms(n.s, *n.entry))
 	if err := n.startProxier(ctx, n.cluster.Clientset); err != nil {
 		return err
 	}
@@ -227,8 +228,29 @@ func (n *node) startProxierAt(_ context.Context, api remoteapi.Invoker, index in
 	if n.res.Binaries == nil {
 		n.res.Binaries = map[string]string{}
 	}
-	maps.Copy(n.res.Binaries, k.Tools().Binaries)
+	tools := k.Tools()
+	maps.Copy(n.res.Binaries, tools.Binaries)
+	if n.s.ModeAt(*n.entry, index).Mode == scenarios.ModeNFTables {
+		n.res.ProgramTimer = programTimer(n.res.ProgramTimer, tools)
+	}
 	return nil
+}
+
+// programTimer adds what one kube-proxy process's tools say about the
+// program timer (nftables mode) to pt.
+func programTimer(pt *reports.ProgramTimer, tools proxier.Tools) *reports.ProgramTimer {
+	if pt == nil {
+		pt = &reports.ProgramTimer{}
+	}
+	if tools.TimerDir == "" {
+		pt.Missing = "no " + proxier.ExecTimerName + " beside kpsim (make build builds it): nft runs were not timed"
+		return pt
+	}
+	if !slices.Contains(pt.Programs, "nft") {
+		pt.Programs = append(pt.Programs, "nft")
+	}
+	pt.OverheadSeconds = max(pt.OverheadSeconds, tools.TimerOverhead.Seconds())
+	return pt
 }
 
 // modeEntry is the spec.modes entry named name.
@@ -543,11 +565,11 @@ func (n *node) finish(ctx context.Context, clean bool) {
 	for process, rec := range recs {
 		for _, s := range rec.syncs {
 			rs := reportSync(s, process)
-			for kind, sum := range proxier.SumKernelCalls(rec.calls, s.Start, s.End) {
+			for part, sum := range proxier.SumKernelParts(rec.calls, s.Start, s.End) {
 				if rs.Kernel == nil {
 					rs.Kernel = map[string]float64{}
 				}
-				rs.Kernel[kind] = sum.Duration.Seconds()
+				rs.Kernel[part] = sum.Duration.Seconds()
 			}
 			n.res.Syncs = append(n.res.Syncs, rs)
 		}

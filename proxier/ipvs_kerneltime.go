@@ -14,24 +14,56 @@ import (
 // call) and utilipset (methods "ipset.<Method>": one run of the ipset
 // program per call, which dominates a first sync under emulation).
 
-// Kinds of kernel calls (KernelCallKind).
+// Kinds of kernel calls (KernelCallKind): one per interface or program.
 const (
 	KernelKindIPTables = "iptables"
 	KernelKindIPVS     = "ipvs"
 	KernelKindIPSet    = "ipset"
+	KernelKindNFT      = "nft"
 )
 
 // KernelCallKind returns the interface a KernelCall.Method belongs to:
-// "ipvs", "ipset" or "iptables" (unprefixed methods).
+// "ipvs", "ipset", "nft" or "iptables" (unprefixed methods).
 func KernelCallKind(method string) string {
 	switch {
 	case strings.HasPrefix(method, "ipvs."):
 		return KernelKindIPVS
 	case strings.HasPrefix(method, "ipset."):
 		return KernelKindIPSet
+	case strings.HasPrefix(method, "nft."):
+		return KernelKindNFT
 	default:
 		return KernelKindIPTables
 	}
+}
+
+// Parts of a sync (KernelCallPart): where its time goes, finer than kinds.
+// A part's kind is the text before its first "-".
+const (
+	PartIPTablesRestore = "iptables-restore" // RestoreAll, Restore
+	PartIPTablesSave    = "iptables-save"    // SaveInto
+	PartIPTablesOther   = "iptables"         // Ensure*, Delete*, Flush*, ChainExists, Present
+	PartIPSet           = "ipset"
+	PartIPVS            = "ipvs" // IPVS netlink requests
+	PartNFTList         = "nft-list"
+	PartNFTTransaction  = "nft-transaction"
+	PartNFTOther        = "nft" // --check, --version
+)
+
+// KernelCallPart returns the part of a sync a KernelCall.Method counts
+// under.
+func KernelCallPart(method string) string {
+	switch method {
+	case "RestoreAll", "Restore":
+		return PartIPTablesRestore
+	case "SaveInto":
+		return PartIPTablesSave
+	case NFTList:
+		return PartNFTList
+	case NFTTransaction:
+		return PartNFTTransaction
+	}
+	return KernelCallKind(method)
 }
 
 // KernelCallSum totals calls of one kind.
@@ -46,12 +78,21 @@ type KernelCallSum struct {
 // SumKernelCalls(calls, s.Start, s.End) attributes calls to a Sync (whose
 // times are bounds: Start early by up to a poll interval, End late).
 func SumKernelCalls(calls []KernelCall, from, to time.Time) map[string]KernelCallSum {
+	return sumKernelCalls(calls, from, to, KernelCallKind)
+}
+
+// SumKernelParts is SumKernelCalls by part (KernelCallPart).
+func SumKernelParts(calls []KernelCall, from, to time.Time) map[string]KernelCallSum {
+	return sumKernelCalls(calls, from, to, KernelCallPart)
+}
+
+func sumKernelCalls(calls []KernelCall, from, to time.Time, key func(string) string) map[string]KernelCallSum {
 	m := map[string]KernelCallSum{}
 	for _, c := range calls {
 		if (!from.IsZero() && c.Start.Before(from)) || (!to.IsZero() && !c.Start.Before(to)) {
 			continue
 		}
-		k := KernelCallKind(c.Method)
+		k := key(c.Method)
 		s := m[k]
 		s.Calls++
 		s.Duration += c.Duration

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/klog/v2"
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 )
 
@@ -28,21 +29,36 @@ type KernelCall struct {
 	// Err is the error the call returned, empty on success. ChainExists
 	// returns an error when the chain is missing, as upstream documents.
 	Err string `json:"err,omitempty"`
+	// Args and CPU are set for program runs timed by kpsim-exectimer
+	// (exectimer.go): the arguments, and the program's own CPU time
+	// (user and system).
+	Args []string      `json:"args,omitempty"`
+	CPU  time.Duration `json:"cpu,omitempty"`
 }
 
-// KernelCalls returns every call the iptables proxier made into its
-// utiliptables.Interface so far, oldest first, plus the Present check
-// Start makes before building it.
-//
-// In nftables mode it returns nil: upstream's nftables.NewProxier creates
-// its knftables.Interface itself, so there is nothing passed in to wrap
-// (upstream stays unmodified). Also not seen: the polling that
-// utiliptables' Monitor does (it calls its own runner, not the wrapper).
+// KernelCalls returns every call the proxier made into its kernel-
+// programming interfaces so far, oldest first: in iptables and IPVS modes
+// the wrapped interfaces' calls, plus the Present check Start makes before
+// building the proxier; in nftables mode the nft runs the program timer
+// logged (exectimer.go), none when it was not used. Not seen: the polling
+// that utiliptables' Monitor does (it calls its own runner, not the
+// wrapper).
 func (p *Proxier) KernelCalls() []KernelCall {
 	if p == nil || p.calls == nil {
 		return nil
 	}
-	return p.calls.snapshot()
+	if p.timer != nil {
+		runs, err := p.timer.calls()
+		for _, c := range runs {
+			p.calls.add(c)
+		}
+		if err != nil {
+			klog.ErrorS(err, "Reading the program timer's log")
+		}
+	}
+	calls := p.calls.snapshot()
+	slices.SortStableFunc(calls, func(a, b KernelCall) int { return a.Start.Compare(b.Start) })
+	return calls
 }
 
 // kernelCalls is a concurrency-safe list of KernelCall. The proxier's

@@ -25,9 +25,10 @@ type kernelTimeOutput struct {
 	Totals Totals       `json:"totals"`
 }
 
-// runKernelTimeNode starts the iptables proxier, makes one change and
-// reports the kernel calls with the syncs once every sync kube-proxy
-// counted has both its RestoreAll and its Sync record.
+// runKernelTimeNode starts the proxier, makes one change and reports the
+// kernel calls with the syncs once every sync kube-proxy counted has both
+// its Sync record and the program run that ends it: a RestoreAll in
+// iptables mode, an nft transaction in nftables mode.
 func runKernelTimeNode(ctx context.Context, env *netns.NodeEnv) error {
 	quietKlog()
 	var in proxierInput
@@ -51,7 +52,12 @@ func runKernelTimeNode(ctx context.Context, env *netns.NodeEnv) error {
 	defer cancel()
 	// Upstream v1.37.1 ends every sync it counts with exactly one
 	// RestoreAll (unless EnsureChain/EnsureRule fail first, which would
-	// show as a recorded error): wait until both sides agree.
+	// show as a recorded error), or in nftables mode with one nft
+	// transaction: wait until both sides agree.
+	ender := "RestoreAll"
+	if in.Mode == ModeNFTables {
+		ender = NFTTransaction
+	}
 	if err := wait.PollUntilContextCancel(wctx, pollInterval, true, func(context.Context) (bool, error) {
 		out.Calls, out.Syncs, out.Totals = p.KernelCalls(), p.Syncs(), p.Totals()
 		var merged uint64
@@ -60,14 +66,14 @@ func runKernelTimeNode(ctx context.Context, env *netns.NodeEnv) error {
 		}
 		restores := uint64(0)
 		for _, c := range out.Calls {
-			if c.Method == "RestoreAll" {
+			if c.Method == ender {
 				restores++
 			}
 		}
 		return out.Totals.SyncCount >= 2 && merged == out.Totals.SyncCount && restores == out.Totals.SyncCount, nil
 	}); err != nil {
-		return fmt.Errorf("waiting for 2 syncs with one RestoreAll each (last: %d calls, %d sync records, %+v): %w",
-			len(out.Calls), len(out.Syncs), out.Totals, err)
+		return fmt.Errorf("waiting for 2 syncs with one %s each (last: %d calls, %d sync records, %+v): %w",
+			ender, len(out.Calls), len(out.Syncs), out.Totals, err)
 	}
 	return env.SetResult(out)
 }
@@ -129,4 +135,55 @@ func TestPrivilegedKernelCalls(t *testing.T) {
 	}
 	t.Logf("calls by method %v; %d syncs: RestoreAll %v of %v sync time (%.0f%%), all calls after Present %v",
 		byMethod, out.Totals.SyncCount, restores, own, 100*restores.Seconds()/own.Seconds(), inSyncs)
+}
+
+// TestPrivilegedNFTRunsTimed runs the nftables proxier with its nft runs
+// through kpsim-exectimer: every sync kube-proxy counts holds the nft runs
+// it made, a transaction among them (and reads of its sets and maps in a
+// full sync), and the timed runs fit in kube-proxy's own measurement of
+// the sync.
+func TestPrivilegedNFTRunsTimed(t *testing.T) {
+	requireRoot(t, "nft")
+	timer := buildExecTimer(t)
+	var out kernelTimeOutput
+	runTestNode(t, kernelTimeNodeMain, proxierInput{Mode: ModeNFTables, ExecTimer: timer}, &out)
+
+	byMethod := map[string]int{}
+	for i, c := range out.Calls {
+		byMethod[c.Method]++
+		t.Logf("run %d: %s %q %v cpu %v err=%q", i, c.Method, c.Args, c.Duration, c.CPU, c.Err)
+		if c.Duration <= 0 || c.Start.Before(out.Begin) {
+			t.Errorf("run %d %s: start %v (run began %v), duration %v", i, c.Method, c.Start, out.Begin, c.Duration)
+		}
+	}
+	// knftables.New runs --version and --check once per Interface.
+	if byMethod[NFTOther] == 0 || byMethod[NFTCheck] == 0 {
+		t.Errorf("runs by method %v: want knftables' --version and --check at start", byMethod)
+	}
+	const slack = time.Millisecond
+	for i, s := range out.Syncs {
+		if s.Merged != 1 {
+			continue
+		}
+		parts := SumKernelParts(out.Calls, s.Start.Add(-slack), s.End.Add(slack))
+		tx, list := parts[PartNFTTransaction], parts[PartNFTList]
+		var timed time.Duration
+		for _, p := range parts {
+			timed += p.Duration
+		}
+		t.Logf("sync %d: %v; list %d runs %v, transaction %d runs %v, rest %v", i, s.Duration, list.Calls, list.Duration, tx.Calls, tx.Duration, s.Duration-timed)
+		// v1.37.1's syncProxyRules ends in one transaction. With
+		// NFTablesNetlink (beta, on by default) it lists chains and sets
+		// over netlink, in process and not seen here; a full sync also
+		// reads every set and map it keeps with nft (readOrReset).
+		if tx.Calls < 1 {
+			t.Errorf("sync %d: no nft transaction", i)
+		}
+		if s.Full && list.Calls < 1 {
+			t.Errorf("sync %d is full but ran no nft list", i)
+		}
+		if timed <= 0 || timed > s.Duration {
+			t.Errorf("sync %d: timed nft runs %v against kube-proxy's %v; want 0 < timed <= sync", i, timed, s.Duration)
+		}
+	}
 }

@@ -57,6 +57,7 @@ func startTestProxier(ctx context.Context, env *netns.NodeEnv, in proxierInput, 
 	p, err := Start(ctx, Options{
 		Mode: in.Mode, Backend: in.Backend, ToolsDir: "/run", Config: cfg, Client: client,
 		NodeName: testNodeName, NodeIP: net.IP(env.NodeIP.AsSlice()), ClusterCIDR: testClusterCIDR,
+		ExecTimer: in.ExecTimer,
 	})
 	if err != nil {
 		return nil, err

@@ -17,26 +17,31 @@ import (
 
 // newNFTables builds the nftables proxier as createProxier in
 // cmd/kube-proxy/app/server_linux.go (v1.37.1, lines ~232-266) does for a
-// single-stack IPv4 node. knftables runs "nft" from PATH.
+// single-stack IPv4 node. knftables runs "nft" from PATH, through the
+// program timer when opts.ExecTimer is set.
 func newNFTables(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguration, opts Options,
 	detector proxyutil.LocalTrafficDetector, recorder events.EventRecorder, healthz *healthcheck.ProxyHealthServer,
-) (proxy.Provider, Tools, error) {
+) (proxy.Provider, Tools, *execTimer, error) {
 	tools := Tools{Binaries: map[string]string{}}
 	path, err := exec.LookPath("nft")
 	if err != nil {
-		return nil, tools, fmt.Errorf("nftables mode needs nft (Debian package nftables): %w", err)
+		return nil, tools, nil, fmt.Errorf("nftables mode needs nft (Debian package nftables): %w", err)
 	}
 	if resolved, err := filepath.EvalSymlinks(path); err == nil {
 		path = resolved
 	}
 	tools.Binaries["nft"] = path
 	if err := addFaultWrappers(ctx, opts, &tools); err != nil {
-		return nil, tools, err
+		return nil, tools, nil, err
+	}
+	timer, err := addExecTimer(ctx, opts, &tools, "nft")
+	if err != nil {
+		return nil, tools, nil, err
 	}
 	p, err := nftables.NewProxier(ctx, cfg, v1.IPv4Protocol, detector,
 		opts.NodeName, opts.NodeIP, recorder, healthz, false)
 	if err != nil {
-		return nil, tools, fmt.Errorf("unable to create nftables proxier: %w", err)
+		return nil, tools, nil, fmt.Errorf("unable to create nftables proxier: %w", err)
 	}
-	return p, tools, nil
+	return p, tools, timer, nil
 }

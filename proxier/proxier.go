@@ -70,6 +70,10 @@ type Options struct {
 	// wrote with (kube-proxy's image picks it from the rules it finds).
 	// Empty: the PATH as it is.
 	NodeBackend string
+	// ExecTimer is the path of kpsim-exectimer (ExecTimerName). When set,
+	// nftables mode runs nft through it, so KernelCalls has its runs
+	// (exectimer.go). Empty: nft runs are not timed.
+	ExecTimer string
 
 	// topologyDelay holds the node's topology labels back from the
 	// proxier (tests: the startup race of a loaded machine, every time).
@@ -85,9 +89,10 @@ type Proxier struct {
 	tools    Tools
 	provider proxy.Provider
 	rec      *recorder
-	// calls times the iptables proxier's kernel-programming calls; nil in
-	// nftables mode (see kerneltime.go).
+	// calls times the proxier's kernel-programming calls (kerneltime.go);
+	// in nftables mode it holds the timer's nft runs (exectimer.go).
 	calls *kernelCalls
+	timer *execTimer
 	// faultPrograms are the wrapped programs.
 	faultPrograms []string
 	// inputs records the topology labels and ServiceCIDRs the proxier
@@ -111,6 +116,11 @@ type Tools struct {
 	// FaultDir holds the command fault wrappers, first in PATH, when the
 	// proxier was started with Options.FaultPrograms.
 	FaultDir string `json:"faultDir,omitempty"`
+	// TimerDir holds the program timer's links (exectimer.go), first in
+	// PATH; TimerOverhead is what the timer adds to each run it times,
+	// measured when the proxier started.
+	TimerDir      string        `json:"timerDir,omitempty"`
+	TimerOverhead time.Duration `json:"timerOverhead,omitempty"`
 }
 
 // Mode is the proxy mode.
@@ -193,7 +203,8 @@ func Start(ctx context.Context, opts Options) (*Proxier, error) {
 		p.calls = &kernelCalls{}
 		p.provider, p.tools, err = newIPTables(ctx, cfg, opts, detector, recorder, healthz, p.calls)
 	case ModeNFTables:
-		p.provider, p.tools, err = newNFTables(ctx, cfg, opts, detector, recorder, healthz)
+		p.calls = &kernelCalls{}
+		p.provider, p.tools, p.timer, err = newNFTables(ctx, cfg, opts, detector, recorder, healthz)
 	case ModeIPVS:
 		p.calls = &kernelCalls{}
 		p.provider, p.tools, err = newIPVS(ctx, cfg, opts, detector, recorder, healthz, p.calls)

@@ -36,6 +36,8 @@ const (
 type proxierInput struct {
 	Mode    string `json:"mode"`
 	Backend string `json:"backend"`
+	// ExecTimer is Options.ExecTimer (buildExecTimer).
+	ExecTimer string `json:"execTimer,omitempty"`
 }
 
 // proxierOutput is what runProxierNode reports.

@@ -40,6 +40,13 @@ type NativeEstimate struct {
 
 const estimateMethod = "per sync: time in timed calls of each kind (iptables program runs, ipset program runs, IPVS netlink) divided by that kind's VM/host slowdown, the rest by the CPU slowdown; slowdowns from the same operations timed in the VM's node and in a node on the host in this run (Calibration); low/high from the calibrations' min and max"
 
+// PartKind is the kind of a Sync.Kernel part: "iptables" for
+// "iptables-restore", "nft" for "nft-list".
+func PartKind(part string) string {
+	kind, _, _ := strings.Cut(part, "-")
+	return kind
+}
+
 // EstimateNative scales a VM mode's syncs to the host with two
 // calibrations taken in the same run; nil when a needed kind is missing.
 func EstimateNative(m *ModeResult, host, vm *Calibration) *NativeEstimate {
@@ -61,8 +68,8 @@ func EstimateNative(m *ModeResult, host, vm *Calibration) *NativeEstimate {
 	estimate := func(s Sync) ([3]float64, bool) {
 		var out [3]float64
 		rest := s.Seconds
-		for kind, secs := range s.Kernel {
-			f, ok := e.Factors[kind]
+		for part, secs := range s.Kernel {
+			f, ok := e.Factors[PartKind(part)]
 			if !ok {
 				return out, false
 			}

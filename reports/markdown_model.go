@@ -2,6 +2,8 @@ package reports
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 )
@@ -35,6 +37,7 @@ var methodNotes = []methodNote{
 		"kubeproxy_sync_proxy_rules_duration_seconds histogram sum between polls 5 ms apart (full vs partial " +
 		"from the sync_full/sync_partial histograms); quantiles are " + SummaryMethod + ". " +
 		"When several syncs end between two polls their summed duration is split evenly."},
+	{"where sync time goes", SyncTimeMethod},
 	{"prog. latency, kube-proxy", "its kubeproxy_network_programming_duration_seconds histogram (sum / count), " +
 		"fed by the last-change-trigger-time annotation kpsim stamps on every EndpointSlice write; " +
 		"the histogram keeps only a count and a sum, so only the mean is exact."},
@@ -78,6 +81,7 @@ func reportFacts(r *Result) []fact {
 		{"kube-proxy", env.KubeProxyVersion},
 		{"go", env.GoVersion},
 	}
+	facts = append(facts, toolFacts(r)...)
 	if !r.Started.IsZero() {
 		when := r.Started.UTC().Format(time.RFC3339)
 		if !r.Finished.IsZero() {
@@ -93,6 +97,37 @@ func reportFacts(r *Result) []fact {
 	return append(facts, fact{"verdict", verdict})
 }
 
+// toolFacts are the versions of what kube-proxy ran, one line per kernel
+// the modes ran on (the host's, a VM's).
+func toolFacts(r *Result) []fact {
+	type place struct{ name, kernel string }
+	var order []place
+	versions := map[place]map[string]string{}
+	for _, m := range measured(r) {
+		if len(m.ToolVersions) == 0 {
+			continue
+		}
+		pl := place{"host", r.Environment.KernelRelease}
+		if m.Placement != nil && m.Placement.Kernel == "vm" {
+			pl = place{"VM", m.Placement.KernelRelease}
+		}
+		if versions[pl] == nil {
+			versions[pl] = map[string]string{}
+			order = append(order, pl)
+		}
+		maps.Copy(versions[pl], m.ToolVersions)
+	}
+	var facts []fact
+	for _, pl := range order {
+		var vs []string
+		for _, prog := range slices.Sorted(maps.Keys(versions[pl])) {
+			vs = append(vs, prog+": "+versions[pl][prog])
+		}
+		facts = append(facts, fact{fmt.Sprintf("tools (%s, kernel %s)", pl.name, pl.kernel), strings.Join(vs, "; ")})
+	}
+	return facts
+}
+
 func hostVerdict(h HostCheck) string {
 	switch {
 	case !h.Checked:
@@ -105,7 +140,11 @@ func hostVerdict(h HostCheck) string {
 
 // reportTables are the tables every report format shows, in order.
 func reportTables(r *Result) []reportTable {
-	tables := []reportTable{syncTable(r), programmingTable(r)}
+	tables := []reportTable{syncTable(r)}
+	if st := syncTimeTable(r); len(st.Rows) > 0 || len(st.Notes) > 0 {
+		tables = append(tables, st)
+	}
+	tables = append(tables, programmingTable(r))
 	if rt := rulesTable(r); len(rt.Rows) > 0 {
 		tables = append(tables, rt)
 	}

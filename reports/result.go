@@ -86,6 +86,11 @@ type ModeResult struct {
 	// Binaries maps the programs the proxier ran to the files they
 	// resolved to in the node.
 	Binaries map[string]string `json:"binaries,omitempty"`
+	// ToolVersions are the versions of the programs kube-proxy ran here
+	// (iptables-legacy, iptables-nft, nft, ipset: their --version in the
+	// node, in the VM for a VM mode) and how kpsim read IPVS ("ipvs
+	// reader").
+	ToolVersions map[string]string `json:"toolVersions,omitempty"`
 	// Error is set when the node process failed; the other fields hold
 	// what was measured before.
 	Error string `json:"error,omitempty"`
@@ -138,6 +143,8 @@ type ModeResult struct {
 	// time goes. Empty in nftables mode, whose interface upstream creates
 	// internally.
 	KernelCalls map[string]CallStats `json:"kernelCalls,omitempty"`
+	// ProgramTimer says how nftables mode's nft runs were timed.
+	ProgramTimer *ProgramTimer `json:"programTimer,omitempty"`
 	// Oracle compares the final dataplane with a fresh proxier's.
 	Oracle *Oracle `json:"oracle,omitempty"`
 	// Lifecycle holds the lifecycle steps' measurements (restart, tamper,
@@ -213,6 +220,9 @@ type SweepPoint struct {
 	// (estimate, low, high; see ModeResult.NativeEstimate).
 	FirstSyncSeconds      float64     `json:"firstSyncSeconds,omitempty"`
 	FirstSyncHostEstimate *[3]float64 `json:"firstSyncHostEstimate,omitempty"`
+	// FirstSyncParts splits the first sync by part (Sync.Kernel) plus
+	// PartRest, in seconds; empty when nothing was timed.
+	FirstSyncParts map[string]float64 `json:"firstSyncParts,omitempty"`
 	// Rules are the dataplane counts right after the first sync, every
 	// kind the mode's reader reports (iptables/nat, nftables/rules, ...).
 	Rules map[string]int `json:"rules,omitempty"`
@@ -309,11 +319,29 @@ type Sync struct {
 	// this sync: 0 for the first, 1 after one restart or migration.
 	Process int `json:"process,omitempty"`
 	// Kernel is the time the sync spent in timed kernel-programming calls,
-	// in seconds by kind (iptables: restore/save/ensure program runs;
-	// ipset: ipset program runs; ipvs: IPVS netlink), from calls that
-	// started within [Start, End]; the rest of Seconds is the proxier's
-	// own work. Empty in nftables mode (its interface cannot be wrapped).
+	// in seconds by part, from calls that started within [Start, End]:
+	// iptables-restore, iptables-save and iptables (the other iptables
+	// program runs); ipset (program runs); ipvs (netlink requests);
+	// nft-list, nft-transaction and nft (checks) in nftables mode, timed
+	// by kpsim-exectimer. The rest of Seconds is the proxier's own work.
+	// A part's kind (PartKind) is the text before its first "-". Results
+	// written before the parts existed hold kinds only.
 	Kernel map[string]float64 `json:"kernel,omitempty"`
+}
+
+// ProgramTimer is how kube-proxy's program runs that kpsim cannot time
+// from Go (nft in nftables mode) were timed: through kpsim-exectimer,
+// first in kube-proxy's PATH.
+type ProgramTimer struct {
+	// Programs are the programs run through the timer.
+	Programs []string `json:"programs,omitempty"`
+	// OverheadSeconds is what the timer adds to each run it times, counted
+	// in the sync's rest: the median of 21 runs of true through it minus
+	// the median of 21 direct runs, measured as kube-proxy started (the
+	// largest over its processes).
+	OverheadSeconds float64 `json:"overheadSeconds,omitempty"`
+	// Missing says why nothing was timed.
+	Missing string `json:"missing,omitempty"`
 }
 
 // Totals are kube-proxy's histogram counts and sums.

@@ -2,6 +2,7 @@ package reports
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -53,6 +54,7 @@ func NewSweepResult(group string, counts []int, modes []ModeResult, maxCount map
 		}
 		if f := m.FirstSync(); f != nil {
 			p.FirstSyncSeconds = f.Seconds
+			p.FirstSyncParts = syncParts(*f)
 		}
 		if e := m.NativeEstimate; e != nil {
 			fs := e.FirstSync
@@ -75,29 +77,46 @@ func NewSweepResult(group string, counts []int, modes []ModeResult, maxCount map
 	return sr
 }
 
-// fitSweep fits every metric the points carry: first sync, peak RSS and
-// each rule count kind, in that order (kinds sorted).
+// syncParts is s split by part with the rest, or nil when nothing in it
+// was timed.
+func syncParts(s Sync) map[string]float64 {
+	if len(s.Kernel) == 0 {
+		return nil
+	}
+	parts := maps.Clone(s.Kernel)
+	rest := s.Seconds
+	for _, secs := range s.Kernel {
+		rest -= secs
+	}
+	parts[PartRest] = max(rest, 0)
+	return parts
+}
+
+// fitSweep fits every metric the points carry: first sync, each part of
+// it (SweepFirstSync + "/" + part), peak RSS and each rule count kind, in
+// that order (parts in display order, kinds sorted).
 func fitSweep(points []SweepPoint) []SweepFit {
 	var ok []SweepPoint
 	var rules []map[string]int
+	parts := map[string]float64{}
 	for _, p := range points {
 		if p.Error == "" {
 			ok = append(ok, p)
 			rules = append(rules, p.Rules)
+			maps.Copy(parts, p.FirstSyncParts)
 		}
 	}
-	metrics := []struct {
+	type metric struct {
 		name string
 		get  func(SweepPoint) float64
-	}{
-		{SweepFirstSync, func(p SweepPoint) float64 { return p.FirstSyncSeconds }},
-		{SweepPeakRSS, func(p SweepPoint) float64 { return float64(p.PeakRSSBytes) }},
 	}
+	metrics := []metric{{SweepFirstSync, func(p SweepPoint) float64 { return p.FirstSyncSeconds }}}
+	for _, part := range SortedParts(parts) {
+		metrics = append(metrics, metric{SweepFirstSync + "/" + part, func(p SweepPoint) float64 { return p.FirstSyncParts[part] }})
+	}
+	metrics = append(metrics, metric{SweepPeakRSS, func(p SweepPoint) float64 { return float64(p.PeakRSSBytes) }})
 	for _, k := range countKeys(rules...) {
-		metrics = append(metrics, struct {
-			name string
-			get  func(SweepPoint) float64
-		}{SweepRulesPrefix + k, func(p SweepPoint) float64 { return float64(p.Rules[k]) }})
+		metrics = append(metrics, metric{SweepRulesPrefix + k, func(p SweepPoint) float64 { return float64(p.Rules[k]) }})
 	}
 	var fits []SweepFit
 	for _, m := range metrics {

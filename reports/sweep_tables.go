@@ -70,6 +70,13 @@ func sweepTables(r *Result) []reportTable {
 				}
 			case SweepPeakRSS:
 				metric = "peak rss"
+			default:
+				if part, ok := strings.CutPrefix(f.Metric, SweepFirstSync+"/"); ok {
+					metric = "first sync: " + part
+					if sm.Kernel == "vm" {
+						metric += " (VM timing)"
+					}
+				}
 			}
 			fits.Rows = append(fits.Rows, []string{sm.Name, sm.Kernel, strings.TrimPrefix(metric, SweepRulesPrefix),
 				fmt.Sprintf("%.2f", f.Exponent), fmt.Sprintf("%.3f", f.RSquared), fmt.Sprint(f.Points)})

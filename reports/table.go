@@ -15,7 +15,11 @@ import (
 func WriteSummary(w io.Writer, r *Result) error {
 	env := r.Environment
 	fmt.Fprintf(w, "run %s: scenario %s (%s, seed %d)\n", r.RunID, r.Scenario.Name, r.Scenario.File, r.Scenario.Seed)
-	fmt.Fprintf(w, "kernel %s (%s), %d CPUs, kube-proxy %s, %s\n\n", env.KernelRelease, env.Kernel, env.CPUs, env.KubeProxyVersion, env.GoVersion)
+	fmt.Fprintf(w, "kernel %s (%s), %d CPUs, kube-proxy %s, %s\n", env.KernelRelease, env.Kernel, env.CPUs, env.KubeProxyVersion, env.GoVersion)
+	for _, f := range toolFacts(r) {
+		fmt.Fprintln(w, wrap(f.Name+": "+f.Value, 108, "  "))
+	}
+	fmt.Fprintln(w)
 
 	t := newTable(w)
 	t.Header([]string{"mode", "first sync", "syncs (full/partial)", "p50", "p90", "p99", "max", "prog. latency: kube-proxy mean (n)", "end-to-end p50/p99 (n)", "rules", "probes ok/sent (stray)", "kube-proxy cpu", "kube-proxy rss", "harness cpu, rss"})
