@@ -349,7 +349,10 @@ func (r *run) runMode(p point, m scenarios.ModeSpec) reports.ModeResult {
 // wantsOracle: the oracle runs when the scenario churns (the case it
 // exists for), migrates or expects it.
 func wantsOracle(s *scenarios.Scenario) bool {
-	if s.Spec.Expectations.Oracle != "" {
+	switch s.Spec.Expectations.Oracle {
+	case scenarios.OracleSkip:
+		return false
+	case scenarios.OracleEqual:
 		return true
 	}
 	for _, st := range s.Spec.Steps {

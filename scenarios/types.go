@@ -220,6 +220,18 @@ type ServiceGroup struct {
 	// Labels are added to every Service of the group (for example
 	// service.kubernetes.io/service-proxy-name, which kube-proxy filters).
 	Labels map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
+	// ExternalIPs are given to every Service of the group
+	// (spec.externalIPs), IPv4 addresses, as upstream's rule-count test
+	// (pkg/proxy/iptables/number_generated_rules_test.go) gives each
+	// Service "1.2.3.4". kube-proxy programs them; kpsim does not probe
+	// them.
+	ExternalIPs []string `yaml:"externalIPs,omitempty" json:"externalIPs,omitempty"`
+	// LoadBalancerSourceRanges restrict which clients may reach the
+	// LoadBalancer IPs (IPv4 CIDRs); LoadBalancer groups only. kube-proxy
+	// adds a firewall per Service. kpsim's expected-endpoint model does
+	// not cover them, so probe steps may not target these groups'
+	// LoadBalancer IPs.
+	LoadBalancerSourceRanges []string `yaml:"loadBalancerSourceRanges,omitempty" json:"loadBalancerSourceRanges,omitempty"`
 }
 
 // IntRange is a fixed number or an inclusive range drawn uniformly. In YAML
@@ -450,6 +462,12 @@ type WaitStep struct {
 	Duration Duration `yaml:"duration" json:"duration"`
 }
 
+// Expectations.Oracle values.
+const (
+	OracleEqual = "equal"
+	OracleSkip  = "skip"
+)
+
 // Expectations are thresholds checked after a run. Unset means unchecked,
 // except HostUnchanged, which is checked unless set to false.
 type Expectations struct {
@@ -476,7 +494,10 @@ type Expectations struct {
 	// one (power then needs more probes). Default 0.01.
 	DistributionAlpha *float64 `yaml:"distributionAlpha,omitempty" json:"distributionAlpha,omitempty"`
 	// Oracle, when "equal", requires the dataplane after churn to equal
-	// what a fresh proxier builds from the final API state.
+	// what a fresh proxier builds from the final API state. "skip" runs
+	// no oracle, for sizes where the fresh proxier's full sync alone
+	// takes many minutes. Unset: the oracle runs after churn and
+	// migration and is reported, not required.
 	Oracle string `yaml:"oracle,omitempty" json:"oracle,omitempty"`
 	// HostUnchanged requires the host namespace's rules, links, routes and
 	// sysctls to be the same after the run. Default true.

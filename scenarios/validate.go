@@ -328,6 +328,23 @@ func (v *validator) groups(p *field.Path) field.ErrorList {
 				errs = append(errs, field.Invalid(gp.Child("zones"), strings.Join(g.Zones, ","), "no other node is in these zones, so endpoints off the simulated node have nowhere to live"))
 			}
 		}
+		for j, ip := range g.ExternalIPs {
+			a, err := netip.ParseAddr(ip)
+			switch {
+			case err != nil || !a.Is4():
+				errs = append(errs, field.Invalid(gp.Child("externalIPs").Index(j), ip, "must be an IPv4 address such as 1.2.3.4"))
+			case a.IsLoopback() || a.IsUnspecified() || a.IsMulticast() || a.IsLinkLocalUnicast():
+				errs = append(errs, field.Invalid(gp.Child("externalIPs").Index(j), ip, "must be a unicast address, not loopback, link-local or unspecified (the API server refuses them)"))
+			}
+		}
+		if len(g.LoadBalancerSourceRanges) > 0 && g.Type != corev1.ServiceTypeLoadBalancer {
+			errs = append(errs, field.Forbidden(gp.Child("loadBalancerSourceRanges"), "applies to LoadBalancer Services only"))
+		}
+		for j, r := range g.LoadBalancerSourceRanges {
+			if p, err := netip.ParsePrefix(r); err != nil || !p.Addr().Is4() {
+				errs = append(errs, field.Invalid(gp.Child("loadBalancerSourceRanges").Index(j), r, "must be an IPv4 CIDR such as 1.2.3.4/28"))
+			}
+		}
 		for k, val := range g.Labels {
 			lp := gp.Child("labels").Key(k)
 			for _, msg := range utilvalidation.IsQualifiedName(k) {
@@ -531,6 +548,8 @@ func (v *validator) steps(p *field.Path) field.ErrorList {
 				errs = append(errs, field.Invalid(pp.Child("target"), pr.Target, "group "+g.Name+" is ClusterIP: it has no NodePorts"))
 			case pr.Target == TargetLoadBalancer && g != nil && g.Type != corev1.ServiceTypeLoadBalancer:
 				errs = append(errs, field.Invalid(pp.Child("target"), pr.Target, "group "+g.Name+" is not type LoadBalancer"))
+			case pr.Target == TargetLoadBalancer && sourceRanged(v.s, g) != "":
+				errs = append(errs, field.Invalid(pp.Child("target"), pr.Target, "group "+sourceRanged(v.s, g)+" sets loadBalancerSourceRanges, which kpsim's expected-endpoint model does not cover: probe its clusterIP or nodePort, or name another group"))
 			case pr.Target == TargetClusterIP && pr.From == FromExternal:
 				errs = append(errs, field.Invalid(pp.Child("target"), pr.Target, "ClusterIPs are not reachable from outside the cluster; probe a nodePort or loadBalancer"))
 			}
@@ -583,8 +602,8 @@ func (v *validator) expectations(p *field.Path) field.ErrorList {
 	if a := e.DistributionAlpha; a != nil && (*a <= 0 || *a >= 0.5 || math.IsNaN(*a)) {
 		errs = append(errs, field.Invalid(p.Child("distributionAlpha"), *a, "must be a probability in (0, 0.5)"))
 	}
-	if e.Oracle != "" && e.Oracle != "equal" {
-		errs = append(errs, field.NotSupported(p.Child("oracle"), e.Oracle, []string{"equal"}))
+	if e.Oracle != "" && e.Oracle != OracleEqual && e.Oracle != OracleSkip {
+		errs = append(errs, field.NotSupported(p.Child("oracle"), e.Oracle, []string{OracleEqual, OracleSkip}))
 	}
 	for i, r := range e.Rules {
 		rp := p.Child("rules").Index(i)
@@ -855,4 +874,16 @@ func (v *validator) fault(p *field.Path, f *Fault) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// sourceRanged names the group with loadBalancerSourceRanges a probe of g
+// (nil: every group) would reach, or "".
+func sourceRanged(s *Scenario, g *ServiceGroup) string {
+	for i := range s.Spec.ServiceGroups {
+		sg := &s.Spec.ServiceGroups[i]
+		if (g == nil || g == sg) && len(sg.LoadBalancerSourceRanges) > 0 {
+			return sg.Name
+		}
+	}
+	return ""
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -100,7 +101,9 @@ func (st *state) serviceObject(svc *Service) *corev1.Service {
 			NodePort:   p.NodePort,
 		})
 	}
+	obj.Spec.ExternalIPs = slices.Clone(spec.ExternalIPs)
 	if svc.Type == corev1.ServiceTypeLoadBalancer {
+		obj.Spec.LoadBalancerSourceRanges = slices.Clone(spec.LoadBalancerSourceRanges)
 		obj.Spec.AllocateLoadBalancerNodePorts = ptr.To(true)
 		obj.Spec.HealthCheckNodePort = svc.HealthCheckNodePort
 		obj.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{
