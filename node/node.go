@@ -645,7 +645,15 @@ func (n *node) finalState(ctx context.Context) error {
 	}
 	counts, err := n.readDataplane(ctx, "end")
 	n.res.Rules = counts
-	return err
+	if err != nil {
+		return err
+	}
+	if n.s.FinalMode(*n.entry).Mode == scenarios.ModeNFTables {
+		if n.res.ListReplay, err = replayListing(ctx, n.tools); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func calibration(c proxier.Calibration) *reports.Calibration {

@@ -145,6 +145,9 @@ type ModeResult struct {
 	KernelCalls map[string]CallStats `json:"kernelCalls,omitempty"`
 	// ProgramTimer says how nftables mode's nft runs were timed.
 	ProgramTimer *ProgramTimer `json:"programTimer,omitempty"`
+	// ListReplay is kpsim's own timing of nftables mode's per-sync
+	// listing against the table kube-proxy left at the end of the run.
+	ListReplay *ListReplay `json:"listReplay,omitempty"`
 	// Oracle compares the final dataplane with a fresh proxier's.
 	Oracle *Oracle `json:"oracle,omitempty"`
 	// Lifecycle holds the lifecycle steps' measurements (restart, tamper,
@@ -342,6 +345,25 @@ type ProgramTimer struct {
 	OverheadSeconds float64 `json:"overheadSeconds,omitempty"`
 	// Missing says why nothing was timed.
 	Missing string `json:"missing,omitempty"`
+}
+
+// ListReplayMethod says how a ListReplay is obtained.
+const ListReplayMethod = "at the end of the run, kpsim lists the kube-proxy table it left with the calls kube-proxy's " +
+	"sync makes (knftables, the same library): chains and sets over netlink as v1.37+ does (NFTablesNetlink), and " +
+	"nft --json --terse list table as v1.36 did (ListAll); each timed 3 times in the node, median. Measured by " +
+	"kpsim beside kube-proxy, not inside it: an estimate of what listing costs each sync at this size."
+
+// ListReplay times nftables mode's listing (ListReplayMethod).
+type ListReplay struct {
+	Method string `json:"method"`
+	Runs   int    `json:"runs"`
+	// Chains and Sets are what the listings found.
+	Chains int `json:"chains"`
+	Sets   int `json:"sets"`
+	// Median seconds of each listing.
+	NetlinkChainsSeconds float64 `json:"netlinkChainsSeconds"`
+	NetlinkSetsSeconds   float64 `json:"netlinkSetsSeconds"`
+	NFTListTableSeconds  float64 `json:"nftListTableSeconds"`
 }
 
 // Totals are kube-proxy's histogram counts and sums.

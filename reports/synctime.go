@@ -131,11 +131,8 @@ func syncTimeTable(r *Result) reportTable {
 	}
 	for _, m := range measured(r) {
 		splits := SyncSplits(m)
-		if len(splits) == 0 {
-			if pt := m.ProgramTimer; pt != nil && pt.Missing != "" {
-				t.Notes = append(t.Notes, fmt.Sprintf("%s: %s.", m.Name, pt.Missing))
-			}
-			continue
+		if pt := m.ProgramTimer; len(splits) == 0 && pt != nil && pt.Missing != "" {
+			t.Notes = append(t.Notes, fmt.Sprintf("%s: %s.", m.Name, pt.Missing))
 		}
 		for _, sp := range splits {
 			var cells []string
@@ -146,6 +143,11 @@ func syncTimeTable(r *Result) reportTable {
 			}
 			t.Rows = append(t.Rows, []string{modeLabel(m), sp.Class, fmt.Sprint(sp.Count), seconds(sp.Mean),
 				strings.Join(cells, ", "), fmt.Sprintf("%s (%.0f%%)", seconds(sp.Parts[PartRest]), 100*sp.Share(PartRest))})
+		}
+		if lr := m.ListReplay; lr != nil {
+			t.Notes = append(t.Notes, fmt.Sprintf("%s: kpsim's replay of the listing on the table at the end (%d chains, %d sets; median of %d, "+
+				"measured beside kube-proxy): over netlink as v1.37+ lists each sync, chains %s + sets %s; nft list table as v1.36 did, %s.",
+				m.Name, lr.Chains, lr.Sets, lr.Runs, seconds(lr.NetlinkChainsSeconds), seconds(lr.NetlinkSetsSeconds), seconds(lr.NFTListTableSeconds)))
 		}
 		if pt := m.ProgramTimer; pt != nil && pt.OverheadSeconds > 0 {
 			t.Notes = append(t.Notes, fmt.Sprintf("%s: %s ran through kpsim-exectimer, which adds about %s to each run (in rest).",

@@ -98,3 +98,16 @@ func TestToolFacts(t *testing.T) {
 		t.Errorf("toolFacts (-want +got):\n%s", d)
 	}
 }
+
+// TestListReplayNote: the replay is reported beside the split, with what
+// it measured and that kpsim measured it.
+func TestListReplayNote(t *testing.T) {
+	m := ModeResult{Name: "nftables", Syncs: []Sync{{Seconds: 1, Full: true, Merged: 1, Kernel: map[string]float64{"nft-transaction": 0.5}}},
+		ListReplay: &ListReplay{Runs: 3, Chains: 90002, Sets: 2, NetlinkChainsSeconds: 0.25, NetlinkSetsSeconds: 0.001, NFTListTableSeconds: 40}}
+	notes := strings.Join(syncTimeTable(&Result{Modes: []ModeResult{m}}).Notes, "\n")
+	for _, want := range []string{"90002 chains", "chains 250ms + sets 1ms", "nft list table as v1.36 did, 40s", "measured beside kube-proxy"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes %q: want %q", notes, want)
+		}
+	}
+}
