@@ -100,22 +100,8 @@ func mannWhitneyU(x, y []float64, allowExact bool) (MannWhitney, error) {
 // Gaussian binomial coefficient [m+n choose m]_q, the product over
 // i = 1..m of (1 - q^(n+i)) / (1 - q^i).
 func exactMannWhitneyP(m, n int, u float64) float64 {
-	top := m * n
-	c := make([]float64, top+1)
-	c[0] = 1
-	for i := 1; i <= m; i++ {
-		// Multiply by 1 - q^(n+i), highest power first so every term
-		// reads the old coefficient.
-		for k := top; k >= n+i; k-- {
-			c[k] -= c[k-n-i]
-		}
-		// Divide by 1 - q^i: a running sum with stride i.
-		for k := i; k <= top; k++ {
-			c[k] += c[k-i]
-		}
-	}
 	var total, lower, upper float64
-	for k, v := range c {
+	for k, v := range uCounts(m, n) {
 		total += v
 		if float64(k) <= u {
 			lower += v
