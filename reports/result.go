@@ -226,6 +226,9 @@ type SweepPoint struct {
 	// FirstSyncParts splits the first sync by part (Sync.Kernel) plus
 	// PartRest, in seconds; empty when nothing was timed.
 	FirstSyncParts map[string]float64 `json:"firstSyncParts,omitempty"`
+	// ListReplay is kpsim's timing of nftables mode's listing at the end
+	// of the run (ModeResult.ListReplay).
+	ListReplay *ListReplay `json:"listReplay,omitempty"`
 	// Rules are the dataplane counts right after the first sync, every
 	// kind the mode's reader reports (iptables/nat, nftables/rules, ...).
 	Rules map[string]int `json:"rules,omitempty"`

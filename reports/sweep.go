@@ -20,6 +20,10 @@ const SweepFitMethod = "ordinary least squares of ln(metric) on ln(services) ove
 const (
 	SweepFirstSync = "firstSync"
 	SweepPeakRSS   = "peakRSS"
+	// The listing replay (ListReplay): netlink chains and sets, and nft
+	// list table.
+	SweepListNetlink = "listReplay/netlink"
+	SweepListNFT     = "listReplay/nftListTable"
 	// SweepRulesPrefix prefixes a rule count kind: rules/iptables/nat.
 	SweepRulesPrefix = "rules/"
 )
@@ -56,6 +60,7 @@ func NewSweepResult(group string, counts []int, modes []ModeResult, maxCount map
 			p.FirstSyncSeconds = f.Seconds
 			p.FirstSyncParts = syncParts(*f)
 		}
+		p.ListReplay = m.ListReplay
 		if e := m.NativeEstimate; e != nil {
 			fs := e.FirstSync
 			p.FirstSyncHostEstimate = &fs
@@ -114,7 +119,18 @@ func fitSweep(points []SweepPoint) []SweepFit {
 	for _, part := range SortedParts(parts) {
 		metrics = append(metrics, metric{SweepFirstSync + "/" + part, func(p SweepPoint) float64 { return p.FirstSyncParts[part] }})
 	}
-	metrics = append(metrics, metric{SweepPeakRSS, func(p SweepPoint) float64 { return float64(p.PeakRSSBytes) }})
+	replay := func(f func(*ListReplay) float64) func(SweepPoint) float64 {
+		return func(p SweepPoint) float64 {
+			if p.ListReplay == nil {
+				return 0
+			}
+			return f(p.ListReplay)
+		}
+	}
+	metrics = append(metrics,
+		metric{SweepListNetlink, replay(func(l *ListReplay) float64 { return l.NetlinkChainsSeconds + l.NetlinkSetsSeconds })},
+		metric{SweepListNFT, replay(func(l *ListReplay) float64 { return l.NFTListTableSeconds })},
+		metric{SweepPeakRSS, func(p SweepPoint) float64 { return float64(p.PeakRSSBytes) }})
 	for _, k := range countKeys(rules...) {
 		metrics = append(metrics, metric{SweepRulesPrefix + k, func(p SweepPoint) float64 { return float64(p.Rules[k]) }})
 	}

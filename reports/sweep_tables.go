@@ -70,6 +70,10 @@ func sweepTables(r *Result) []reportTable {
 				}
 			case SweepPeakRSS:
 				metric = "peak rss"
+			case SweepListNetlink:
+				metric = "listing over netlink, kpsim's replay (chains + sets, as v1.37+)"
+			case SweepListNFT:
+				metric = "nft list table, kpsim's replay (as v1.36)"
 			default:
 				if part, ok := strings.CutPrefix(f.Metric, SweepFirstSync+"/"); ok {
 					metric = "first sync: " + part
