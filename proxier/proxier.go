@@ -221,6 +221,7 @@ func Start(ctx context.Context, opts Options) (*Proxier, error) {
 		topology: topologyObserver{next: p.provider, in: p.inputs, delay: opts.topologyDelay},
 		cidrs:    serviceCIDRObserver{next: p.provider, in: p.inputs},
 		hold:     p.inputs.nodeEvents,
+		direct:   p.rec.directSyncDone,
 	}
 	if err := wireInformers(ctx, cfg, opts.Client, p.provider, handlers, nodeManager); err != nil {
 		return nil, err
@@ -284,6 +285,25 @@ type observedHandlers struct {
 	topology config.NodeTopologyHandler
 	cidrs    config.ServiceCIDRHandler
 	hold     *nodeEventHold
+	// direct is told when the provider's OnEndpointSlicesSynced, which
+	// runs kube-proxy's one direct sync, has returned.
+	direct func(time.Time)
+}
+
+// endpointSlicesSynced passes every call through to the provider and
+// tells when OnEndpointSlicesSynced returned: every proxier calls
+// syncProxyRules directly from it, once per lifetime; every later sync
+// comes from its BoundedFrequencyRunner (recorder.checkCaughtUp).
+type endpointSlicesSynced struct {
+	config.EndpointSliceHandler
+	done func(time.Time)
+}
+
+func (e endpointSlicesSynced) OnEndpointSlicesSynced() {
+	e.EndpointSliceHandler.OnEndpointSlicesSynced()
+	if e.done != nil {
+		e.done(time.Now())
+	}
 }
 
 // wireInformers mirrors ProxyServer.Run in cmd/kube-proxy/app/server.go
@@ -339,7 +359,7 @@ func wireInformers(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfigurat
 	go serviceConfig.Run(ctx.Done())
 
 	endpointSliceConfig := config.NewEndpointSliceConfig(ctx, endpointSliceInformerFactory.Discovery().V1().EndpointSlices(), resync)
-	endpointSliceConfig.RegisterEventHandler(provider)
+	endpointSliceConfig.RegisterEventHandler(endpointSlicesSynced{EndpointSliceHandler: provider, done: observed.direct})
 	go endpointSliceConfig.Run(ctx.Done())
 
 	if utilfeature.DefaultFeatureGate.Enabled(features.MultiCIDRServiceAllocator) {

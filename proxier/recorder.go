@@ -133,10 +133,13 @@ type recorder struct {
 	// caughtUpSync (an index into syncs); see checkCaughtUp.
 	caughtUp     time.Time
 	caughtUpSync int
-	syncs        []Sync
-	prog         []Programming
-	gatherErr    error
-	changed      chan struct{} // closed and replaced on every new Sync
+	// directDone is when kube-proxy's one direct sync (from
+	// OnEndpointSlicesSynced) had returned; zero before.
+	directDone time.Time
+	syncs      []Sync
+	prog       []Programming
+	gatherErr  error
+	changed    chan struct{} // closed and replaced on every new Sync
 }
 
 func newRecorder(gather gatherFunc, family v1.IPFamily) *recorder {
@@ -329,14 +332,19 @@ func (r *recorder) poll() {
 //   - no sync can be running: the last recorded one (successful) ended
 //     after endedAfter, and upstream's BoundedFrequencyRunner starts the
 //     next one at least minSyncPeriod after a sync returns; this poll
-//     ended before that. That holds from kube-proxy's third sync on: it
-//     calls one of its first two directly (OnEndpointSlicesSynced), and
-//     its runner may start the other right before or after it.
+//     ended before that. That holds for a sync the runner ran: kube-proxy
+//     runs one sync directly, from OnEndpointSlicesSynced, and the runner
+//     may start one right before or after it. So the last sync must have
+//     begun after that direct call returned (directDone), or be at least
+//     kube-proxy's third (with the direct one among the first two).
 //
 // So that sync took and programmed them all.
 func (r *recorder) checkCaughtUp(t Totals, before, after time.Time) {
 	k := len(r.syncs) - 1
-	if r.minSync <= 0 || r.last.SyncCount < 3 || k < 0 || !r.syncs[k].Succeeded || !r.pending.IsZero() {
+	if r.minSync <= 0 || k < 0 || !r.syncs[k].Succeeded || !r.pending.IsZero() {
+		return
+	}
+	if runner := !r.directDone.IsZero() && r.syncs[k].Start.After(r.directDone); !runner && r.last.SyncCount < 3 {
 		return
 	}
 	if t.ServicesPending != 0 || t.EndpointsPending != 0 || !after.Before(r.endedAfter.Add(r.minSync)) {
@@ -345,6 +353,14 @@ func (r *recorder) checkCaughtUp(t Totals, before, after time.Time) {
 	r.caughtUp, r.caughtUpSync = before, k
 	close(r.changed)
 	r.changed = make(chan struct{})
+}
+
+// directSyncDone records when OnEndpointSlicesSynced, and with it
+// kube-proxy's direct sync, returned.
+func (r *recorder) directSyncDone(t time.Time) {
+	r.mu.Lock()
+	r.directDone = t
+	r.mu.Unlock()
 }
 
 // queuedAfter waits for a poll that began after t and returns

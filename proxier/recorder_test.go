@@ -330,3 +330,49 @@ func TestRecorderGaugeReadEarly(t *testing.T) {
 		t.Fatalf("syncs = %+v; want a second, failed one", got)
 	}
 }
+
+// TestRecorderCaughtUpAfterDirectSync: a partial sync whose start cannot
+// be told apart by time from the last change's queueing (its bounds hold
+// the mark) is still proved to hold the change when kube-proxy's pending
+// gauges read 0 before its runner may start another sync, provided it is
+// the runner's: it began after the one direct sync (OnEndpointSlicesSynced)
+// returned. Without that knowledge, the second sync proves nothing, and
+// the wait goes on (upstream would not sync again for an hour).
+func TestRecorderCaughtUpAfterDirectSync(t *testing.T) {
+	for _, direct := range []bool{true, false} {
+		h := fakeHistograms{metricSync: {0, 0}, metricSyncFull: {0, 0}, metricSyncPartial: {0, 0}, metricProgramming: {0, 0},
+			metricServicePending: {0}, metricEndpointPending: {0}}
+		clock := &fakeClock{t: time.Unix(1000, 0)}
+		r := newRecorder(h.gather, v1.IPv4Protocol)
+		r.now, r.minSync = clock.now, time.Second
+		ms := func(n float64) time.Time { return time.Unix(1000, int64(n*1e6)) }
+		r.poll() // baseline, 1001..1002 ms
+
+		// The first sync, kube-proxy's direct one.
+		h[metricLastSynced] = [2]float64{1000.0025}
+		h[metricSync], h[metricSyncFull] = [2]float64{1, 0.0005}, [2]float64{1, 0.0005}
+		r.poll() // 1003..1004: recorded
+		if direct {
+			r.directSyncDone(ms(5))
+		}
+		r.poll() // quiet, 1005..1006
+
+		// A change queued at 6.5 ms, and a partial sync of 0.5 ms that
+		// ended (last-successful gauge) at 6.9 ms: its start bound, 6.4
+		// ms, is before the queueing.
+		h[metricLastQueued] = [2]float64{1000.0065}
+		h[metricLastSynced] = [2]float64{1000.0069}
+		h[metricSync], h[metricSyncPartial] = [2]float64{2, 0.001}, [2]float64{1, 0.0005}
+		r.poll() // 1007..1008: recorded; pending gauges 0
+
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		s, err := r.waitFor(ctx, ms(6.6), time.Time{})
+		cancel()
+		switch {
+		case direct && (err != nil || !s.Start.Equal(ms(6.4))):
+			t.Errorf("after the direct sync returned: waitFor = %+v, %v; want the partial sync (start bound 6.4 ms)", s, err)
+		case !direct && err == nil:
+			t.Errorf("without knowing the direct sync: waitFor = %+v; want it to go on waiting", s)
+		}
+	}
+}
