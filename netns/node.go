@@ -112,6 +112,10 @@ type NodeOptions struct {
 	// Stdout and Stderr of the node process; default os.Stderr for both
 	// (stdout of the orchestrator may be a report).
 	Stdout, Stderr io.Writer
+	// Binary is the program the node runs: another build of this one (a
+	// kpsim variant, built against other kube-proxy code) that registers
+	// the same node mains. Default: this binary.
+	Binary string
 }
 
 // Event is a progress event a node main sent with NodeEnv.Emit.
@@ -211,8 +215,12 @@ func StartNode(ctx context.Context, opts NodeOptions) (*NodeProcess, error) {
 	if stderr == nil {
 		stderr = os.Stderr
 	}
+	binary := opts.Binary
+	if binary == "" {
+		binary = "/proc/self/exe"
+	}
 	cmd := &exec.Cmd{
-		Path: "/proc/self/exe",
+		Path: binary,
 		// Cleanup finds nodes by this argv (and never reads environments).
 		Args:   []string{NodeArgv0, opts.Name, cfg.RunID, strconv.Itoa(os.Getpid())},
 		Env:    append(os.Environ(), EnvNodeName+"="+opts.Name, EnvNodeConfig+"="+string(spec)),

@@ -55,7 +55,7 @@ func (r *run) startNode(p point, in node.Input, m scenarios.ModeSpec, logName st
 	)
 	if inVM {
 		fmt.Fprintf(r.stderr, "%s: booting a VM (the first boot builds the initramfs)\n", m.Name)
-		vn, err := vm.Start(r.ctx, vm.Options{Name: node.MainName, Config: cfg, Stdout: logFile, Stderr: logFile, OutputDir: p.dir})
+		vn, err := vm.Start(r.ctx, vm.Options{Name: node.MainName, Config: cfg, Stdout: logFile, Stderr: logFile, OutputDir: p.dir, Kpsim: p.binary})
 		if err != nil {
 			return fail(err)
 		}
@@ -71,7 +71,7 @@ func (r *run) startNode(p point, in node.Input, m scenarios.ModeSpec, logName st
 			return &vr.NodeResult, err
 		}
 	} else {
-		np, err := netns.StartNode(r.ctx, netns.NodeOptions{Name: node.MainName, Config: cfg, Stdout: logFile, Stderr: logFile})
+		np, err := netns.StartNode(r.ctx, netns.NodeOptions{Name: node.MainName, Config: cfg, Stdout: logFile, Stderr: logFile, Binary: p.binary})
 		if err != nil {
 			return fail(err)
 		}

@@ -35,6 +35,10 @@ type Options struct {
 	Kernel string
 	// Stderr receives progress and notes.
 	Stderr io.Writer
+	// Variants replace the scenario's spec.variants, Repeat its
+	// spec.repeat (0: the scenario's).
+	Variants []scenarios.Variant
+	Repeat   int
 }
 
 // run is one `kpsim run`: what it runs and where its files go.
@@ -47,6 +51,9 @@ type run struct {
 	// placement says where each mode entry runs: "host" or "vm".
 	placement map[string]string
 	id        string
+	// variants are the binaries compared in this run, resolved; nil for
+	// an ordinary run.
+	variants []variant
 }
 
 // point is one scenario document a node runs and the directory its files
@@ -56,6 +63,9 @@ type point struct {
 	file string
 	data []byte
 	dir  string
+	// binary is the kpsim binary its nodes run: a variant's, or "" for
+	// this one.
+	binary string
 }
 
 // Run loads and validates the scenario file, checks this machine can run
@@ -81,6 +91,9 @@ func Run(ctx context.Context, file string, o Options) (*reports.Result, string, 
 		return nil, "", err
 	}
 	r := &run{ctx: ctx, stderr: o.Stderr, main: point{s: s, file: file, data: data}}
+	if r.variants, err = resolveVariants(file, s, o); err != nil {
+		return nil, "", err
+	}
 	if r.modes, err = selectModes(s, o); err != nil {
 		return nil, "", err
 	}
@@ -151,9 +164,13 @@ func (r *run) execute(host *proxier.Host) *reports.Result {
 	}
 
 	before, snapErr := netns.TakeHostSnapshot()
-	if s.Spec.Sweep != nil {
+	switch {
+	case s.Spec.Sweep != nil:
 		res.Modes = r.sweep()
-	} else {
+	case len(r.variants) > 0:
+		res.Modes = r.variantRuns()
+		res.Variants = r.variantInfo()
+	default:
 		for _, m := range r.modes {
 			res.Modes = append(res.Modes, r.runMode(r.main, m))
 			if r.ctx.Err() != nil {

@@ -82,7 +82,7 @@ func CheckExpectations(s *scenarios.Scenario, r *Result) []Expectation {
 			out = append(out, e)
 		}
 		for _, re := range exp.Rules {
-			if re.Mode != m.Name && re.Mode != m.Mode && (m.Sweep == nil || re.Mode != m.Sweep.Entry) {
+			if re.Mode != m.Name && re.Mode != m.Mode && re.Mode != m.Entry() {
 				continue
 			}
 			e := Expectation{Name: "rules " + re.Count + " at " + re.At, Mode: m.Name, Want: ruleWant(re)}

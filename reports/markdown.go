@@ -18,7 +18,15 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 		fmt.Fprintf(bw, "- **%s**: %s\n", f.Name, mdEscape(f.Value))
 	}
 	fmt.Fprintf(bw, "\n%s\n", comparabilityNote)
-	for _, t := range reportTables(r) {
+	writeMarkdownTables(bw, reportTables(r))
+	writeMarkdownMethod(bw, r)
+	return bw.Flush()
+}
+
+// writeMarkdownTables writes each table under a heading, with its lead
+// and notes.
+func writeMarkdownTables(bw io.Writer, tables []reportTable) {
+	for _, t := range tables {
 		fmt.Fprintf(bw, "\n## %s\n\n", t.Title)
 		if t.Lead != "" {
 			fmt.Fprintf(bw, "%s\n\n", mdEscape(t.Lead))
@@ -32,7 +40,21 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 			}
 		}
 	}
-	writeMarkdownMethod(bw, r)
+}
+
+// WriteVariants writes a comparison of variants (kpsim compare RUN): as
+// terminal tables, or Markdown.
+func WriteVariants(w io.Writer, r *Result, markdown bool) error {
+	tables := variantTables(r)
+	if tables == nil {
+		return fmt.Errorf("run %s compared no variants: kpsim compare needs two runs, or one run with variants", r.RunID)
+	}
+	if !markdown {
+		return writeTables(w, tables)
+	}
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "# kpsim run %s: %s, variants\n", mdEscape(r.RunID), mdEscape(r.Scenario.Name))
+	writeMarkdownTables(bw, tables)
 	return bw.Flush()
 }
 

@@ -44,6 +44,9 @@ type Result struct {
 	// then holds one entry per mode entry and size (see ModeResult.Sweep),
 	// and this is their cost-versus-size view with fitted growth.
 	Sweep *SweepResult `json:"sweep,omitempty"`
+	// Variants are the binaries a comparison of variants ran (see
+	// ModeResult.Variant), in the order they alternated.
+	Variants []Variant `json:"variants,omitempty"`
 }
 
 // ScenarioInfo identifies a scenario file.
@@ -156,6 +159,9 @@ type ModeResult struct {
 	Lifecycle    []Lifecycle `json:"lifecycle,omitempty"`
 	FinalMode    string      `json:"finalMode,omitempty"`
 	FinalBackend string      `json:"finalBackend,omitempty"`
+	// Variant is set on the runs of a comparison of variants: which mode
+	// entry, variant and run this is. Name is then <entry>@<variant>.<run>.
+	Variant *VariantRun `json:"variant,omitempty"`
 	// Sweep is set on the runs of a sweep: which mode entry and size this
 	// is. Name is then <entry>@<count>.
 	Sweep *SweepRun `json:"sweep,omitempty"`
@@ -333,6 +339,41 @@ type Sync struct {
 	// A part's kind (PartKind) is the text before its first "-". Results
 	// written before the parts existed hold kinds only.
 	Kernel map[string]float64 `json:"kernel,omitempty"`
+}
+
+// Variant is one kpsim binary of a comparison.
+type Variant struct {
+	Name   string `json:"name"`
+	Binary string `json:"binary"`
+	// Version is what `kpsim version` of the binary printed: the
+	// kube-proxy release or checkout it was built from.
+	Version string `json:"version"`
+}
+
+// VariantRun places one ModeResult in a comparison of variants.
+type VariantRun struct {
+	// Entry is the scenario's mode entry, Variant the variant's name and
+	// Run which of its runs (from 1).
+	Entry   string `json:"entry"`
+	Variant string `json:"variant"`
+	Run     int    `json:"run"`
+	// Dir is the run's directory under the run directory.
+	Dir string `json:"dir"`
+}
+
+// RunName is the ModeResult name of this run: <entry>@<variant>.<run>.
+func (v *VariantRun) RunName() string { return fmt.Sprintf("%s@%s.%d", v.Entry, v.Variant, v.Run) }
+
+// Entry is the scenario's mode entry a result ran: its name, or for a run
+// of a sweep or of a variant, the entry it repeats.
+func (m *ModeResult) Entry() string {
+	switch {
+	case m.Variant != nil:
+		return m.Variant.Entry
+	case m.Sweep != nil:
+		return m.Sweep.Entry
+	}
+	return m.Name
 }
 
 // ProgramTimer is how kube-proxy's program runs that kpsim cannot time

@@ -96,10 +96,14 @@ func sweepTables(r *Result) []reportTable {
 	return []reportTable{points, fits}
 }
 
-// writeSweepSummary prints a sweep's tables in the terminal summary.
-func writeSweepSummary(w io.Writer, r *Result) error {
-	for _, st := range sweepTables(r) {
+// writeTables prints report tables in the terminal summary: title, table,
+// notes.
+func writeTables(w io.Writer, tables []reportTable) error {
+	for _, st := range tables {
 		fmt.Fprintf(w, "\n%s\n", st.Title)
+		if st.Lead != "" {
+			fmt.Fprintln(w, wrap(st.Lead, 108, "  "))
+		}
 		t := newTable(w)
 		t.Header(st.Header)
 		for _, row := range st.Rows {

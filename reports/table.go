@@ -67,7 +67,13 @@ func WriteSummary(w io.Writer, r *Result) error {
 			fmt.Fprintf(w, "%s failed: %s\n", m.Name, m.Error)
 		}
 	}
-	if err := writeSweepSummary(w, r); err != nil {
+	var more []reportTable
+	if st := syncTimeTable(r); len(st.Rows) > 0 || len(st.Notes) > 0 {
+		more = append(more, st)
+	}
+	more = append(more, sweepTables(r)...)
+	more = append(more, variantTables(r)...)
+	if err := writeTables(w, more); err != nil {
 		return err
 	}
 

@@ -67,6 +67,7 @@ func validate(s *Scenario) field.ErrorList {
 	}
 	errs = append(errs, v.expectations(spec.Child("expectations"))...)
 	errs = append(errs, v.sweep(spec.Child("sweep"))...)
+	errs = append(errs, v.variants(spec)...)
 	if len(errs) == 0 {
 		errs = append(errs, v.capacity(spec)...)
 		errs = append(errs, v.conntrack(spec)...)
@@ -641,6 +642,49 @@ func (v *validator) expectations(p *field.Path) field.ErrorList {
 				errs = append(errs, field.Invalid(rp.Child(b.name), *b.v, "must not be negative"))
 			}
 		}
+	}
+	return errs
+}
+
+// variants checks spec.variants and spec.repeat; that the binaries exist
+// is checked when a run starts (kpsim validate runs anywhere).
+func (v *validator) variants(spec *field.Path) field.ErrorList {
+	errs := CheckVariants(spec.Child("variants"), v.s.Spec.Variants)
+	if len(v.s.Spec.Variants) > 0 && v.s.Spec.Sweep != nil {
+		errs = append(errs, field.Forbidden(spec.Child("variants"), "variants and a sweep in one run are not supported: run the sweep once per variant"))
+	}
+	switch r := v.s.Spec.Repeat; {
+	case r < 0:
+		errs = append(errs, field.Invalid(spec.Child("repeat"), r, "must not be negative"))
+	case r > 0 && len(v.s.Spec.Variants) == 0:
+		errs = append(errs, field.Forbidden(spec.Child("repeat"), "repeats the runs of spec.variants, which are not set (with kpsim run --variants, use --repeat)"))
+	}
+	return errs
+}
+
+// CheckVariants checks the variants of a comparison (spec.variants or
+// kpsim run --variants, at p): unique DNS-label names, a binary each, and
+// at least two.
+func CheckVariants(p *field.Path, vs []Variant) field.ErrorList {
+	var errs field.ErrorList
+	names := map[string]bool{}
+	for i, vr := range vs {
+		vp := p.Index(i)
+		switch {
+		case vr.Name == "":
+			errs = append(errs, field.Required(vp.Child("name"), "a DNS label naming the variant's results"))
+		case len(utilvalidation.IsDNS1123Label(vr.Name)) > 0:
+			errs = append(errs, field.Invalid(vp.Child("name"), vr.Name, strings.Join(utilvalidation.IsDNS1123Label(vr.Name), "; ")))
+		case names[vr.Name]:
+			errs = append(errs, field.Duplicate(vp.Child("name"), vr.Name))
+		}
+		names[vr.Name] = true
+		if vr.Binary == "" {
+			errs = append(errs, field.Required(vp.Child("binary"), "the kpsim binary of this variant, e.g. bin/kpsim-v1.36.3 (make variant)"))
+		}
+	}
+	if n := len(vs); n == 1 {
+		errs = append(errs, field.Invalid(p, n, "a comparison needs at least two variants"))
 	}
 	return errs
 }

@@ -19,8 +19,8 @@ type compareOptions struct {
 func newCompareCommand() *cobra.Command {
 	o := compareOptions{}
 	cmd := &cobra.Command{
-		Use:   "compare A B",
-		Short: "Compare two saved runs with a significance test",
+		Use:   "compare A B | compare RUN",
+		Short: "Compare two saved runs, or the variants of one run, with a significance test",
 		Long: `compare reads A/result.json and B/result.json (directories kpsim run wrote,
 or the files themselves) and, for every mode entry in both, shows B against A:
 sync durations (all syncs and partial ones), end-to-end network programming
@@ -32,10 +32,25 @@ Mode entries pair by name; --pair iptables-legacy=iptables-nft pairs entries
 named differently (A's name first). It warns when the runs' kernels or CPU
 counts differ: timings from different machines are not comparable.
 
-It exits 2 when a result.json is missing or invalid or a --pair names a
-mode entry a run lacks.`,
-		Args: cobra.ExactArgs(2),
+With one RUN made with variants (kpsim run --variants), it compares every
+variant with the first, per mode entry and metric: the ratio of medians
+with its 95% confidence interval (Hodges-Lehmann) and a Mann-Whitney test
+over the runs, Holm-corrected, and the exact rule and object counts.
+
+It exits 2 when a result.json is missing or invalid, a --pair names a
+mode entry a run lacks, or a single RUN has no variants.`,
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				r, _, err := readResult(args[0])
+				if err != nil {
+					return err
+				}
+				if err := reports.WriteVariants(cmd.OutOrStdout(), r, o.markdown); err != nil {
+					return badInput(err)
+				}
+				return nil
+			}
 			return runCompare(cmd.OutOrStdout(), args[0], args[1], o)
 		},
 	}

@@ -3,14 +3,17 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kpsim/kpsim/orchestrator"
+	"github.com/kpsim/kpsim/scenarios"
 )
 
 func newRunCommand() *cobra.Command {
 	var o orchestrator.Options
+	var variants []string
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
 		Short: "Run a scenario against the production proxiers",
@@ -25,6 +28,10 @@ expectation of the scenario was missed.`,
 			ctx, stop := interruptible(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
 			o.Stderr = cmd.ErrOrStderr()
+			var err error
+			if o.Variants, err = parseVariants(variants); err != nil {
+				return err
+			}
 			res, dir, err := orchestrator.Run(ctx, args[0], o)
 			if res == nil {
 				return err
@@ -41,6 +48,22 @@ expectation of the scenario was missed.`,
 	cmd.Flags().StringSliceVar(&o.Modes, "modes", nil, "mode entries to run, by entry name (iptables-legacy) or mode (iptables: every iptables entry, or with --kernel host|vm the entries the scenario places there, if any); default: the scenario's")
 	cmd.Flags().StringSliceVar(&o.Backends, "iptables-backend", nil, "run every iptables mode entry with each of these backends (legacy, nft) instead of the scenario's")
 	cmd.Flags().StringVar(&o.Out, "out", "", "run directory (default results/<run-id>)")
+	cmd.Flags().StringSliceVar(&variants, "variants", nil, "NAME=BINARY,...: compare kpsim binaries built against different kube-proxy code (make variant), e.g. base=bin/kpsim,new=bin/kpsim-v1.36.3: every mode runs with each in turn, alternating, --repeat times; replaces the scenario's spec.variants")
+	cmd.Flags().IntVar(&o.Repeat, "repeat", 0, "runs of each mode per variant (default: the scenario's spec.repeat, else 5)")
 	cmd.Flags().StringVar(&o.Kernel, "kernel", "auto", "where nodes run: auto (each mode entry's kernel field: by default the host, or a VM for a mode the host kernel lacks), host, or vm (every mode in a VM, so the modes share one kernel)")
 	return cmd
+}
+
+// parseVariants turns --variants NAME=BINARY values into variants; the
+// orchestrator checks names and binaries.
+func parseVariants(vals []string) ([]scenarios.Variant, error) {
+	var out []scenarios.Variant
+	for _, v := range vals {
+		name, binary, ok := strings.Cut(v, "=")
+		if !ok || name == "" || binary == "" {
+			return nil, badInput(fmt.Errorf("--variants %q: want NAME=BINARY, e.g. new=bin/kpsim-v1.36.3", v))
+		}
+		out = append(out, scenarios.Variant{Name: name, Binary: binary})
+	}
+	return out, nil
 }
