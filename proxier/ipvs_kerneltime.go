@@ -73,6 +73,7 @@ type timedIPVS struct {
 	now   func() time.Time
 }
 
+// upstream API: utilipvs.Interface's method set (timedIPVS forwards every method)
 var _ utilipvs.Interface = (*timedIPVS)(nil)
 
 // newTimedIPVS returns nil for a nil inner: utilipvs.New() returns nil when
@@ -190,6 +191,7 @@ type timedIPSet struct {
 	now   func() time.Time
 }
 
+// upstream API: utilipset.Interface's method set (timedIPSet forwards every method)
 var _ utilipset.Interface = (*timedIPSet)(nil)
 
 func newTimedIPSet(inner utilipset.Interface, rec *kernelCalls) *timedIPSet {

@@ -78,6 +78,7 @@ type timedIPTables struct {
 	now   func() time.Time
 }
 
+// upstream API: utiliptables.Interface's method set (timedIPTables forwards every method)
 var _ utiliptables.Interface = (*timedIPTables)(nil)
 
 func newTimedIPTables(inner utiliptables.Interface, rec *kernelCalls) *timedIPTables {
