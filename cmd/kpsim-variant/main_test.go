@@ -1,7 +1,6 @@
 package main
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -103,16 +102,17 @@ func TestEdits(t *testing.T) {
 	if diff := cmp.Diff([]string{"k8s.io/api", "k8s.io/client-go"}, staging); diff != "" {
 		t.Fatalf("stagingModules (-want +got):\n%s", diff)
 	}
-	// The main release's staging pins go (k8s.io/utils is no pin of it
-	// and stays), then the other kube-proxy's come in.
-	drops := []string{"-dropreplace=k8s.io/api", "-dropreplace=k8s.io/gone"}
-	release := slices.Concat(drops, []string{"-require=k8s.io/kubernetes@v1.36.3",
-		"-replace=k8s.io/api=k8s.io/api@v0.36.3", "-replace=k8s.io/client-go=k8s.io/client-go@v0.36.3"})
+	// k8s.io/gone is a staging pin of the main release only, so it goes;
+	// k8s.io/utils is no pin of it and stays.
+	release := []string{"-require=k8s.io/kubernetes@v1.36.3",
+		"-replace=k8s.io/api=k8s.io/api@v0.36.3", "-replace=k8s.io/client-go=k8s.io/client-go@v0.36.3",
+		"-dropreplace=k8s.io/gone"}
 	if diff := cmp.Diff(release, edits(own, staging, source{release: "v1.36.3"})); diff != "" {
 		t.Errorf("release edits (-want +got):\n%s", diff)
 	}
-	checkout := slices.Concat(drops, []string{"-replace=k8s.io/kubernetes=/src/k",
-		"-replace=k8s.io/api=/src/k/staging/src/k8s.io/api", "-replace=k8s.io/client-go=/src/k/staging/src/k8s.io/client-go"})
+	checkout := []string{"-replace=k8s.io/kubernetes=/src/k",
+		"-replace=k8s.io/api=/src/k/staging/src/k8s.io/api", "-replace=k8s.io/client-go=/src/k/staging/src/k8s.io/client-go",
+		"-dropreplace=k8s.io/gone"}
 	if diff := cmp.Diff(checkout, edits(own, staging, source{dir: "/src/k"})); diff != "" {
 		t.Errorf("checkout edits (-want +got):\n%s", diff)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -93,23 +94,14 @@ func stagingModules(kube goMod) []string {
 	return mods
 }
 
-// edits are the go mod edit flags that point the main go.mod at src: the
-// main release's staging pins are dropped, k8s.io/kubernetes is required
-// at the release (or replaced by the checkout), and each staging module
-// is replaced by the release's v0.X.Y (or by the checkout's directory).
+// edits are the go mod edit flags that point the main go.mod at src:
+// k8s.io/kubernetes is required at the release (or replaced by the
+// checkout), each staging module is replaced by the release's v0.X.Y (or
+// by the checkout's directory), and a staging pin of the main release
+// that src has no module for is dropped. A replace of a module already
+// replaced is rewritten in place.
 func edits(own goMod, staging []string, src source) []string {
-	var pinned string // the main release's staging version, as make pin sets it
-	for _, r := range own.Require {
-		if r.Path == "k8s.io/kubernetes" {
-			pinned = stagingVersion(r.Version)
-		}
-	}
 	var flags []string
-	for _, r := range own.Replace {
-		if strings.HasPrefix(r.Old.Path, "k8s.io/") && r.New.Path == r.Old.Path && r.New.Version == pinned {
-			flags = append(flags, "-dropreplace="+r.Old.Path)
-		}
-	}
 	if src.release != "" {
 		flags = append(flags, "-require=k8s.io/kubernetes@"+src.release)
 	} else {
@@ -120,6 +112,17 @@ func edits(own goMod, staging []string, src source) []string {
 			flags = append(flags, "-replace="+m+"="+m+"@"+stagingVersion(src.release))
 		} else {
 			flags = append(flags, "-replace="+m+"="+filepath.Join(src.dir, "staging", "src", m))
+		}
+	}
+	var pinned string // the main release's staging version, as make pin sets it
+	for _, r := range own.Require {
+		if r.Path == "k8s.io/kubernetes" {
+			pinned = stagingVersion(r.Version)
+		}
+	}
+	for _, r := range own.Replace {
+		if r.New.Path == r.Old.Path && r.New.Version == pinned && !slices.Contains(staging, r.Old.Path) {
+			flags = append(flags, "-dropreplace="+r.Old.Path)
 		}
 	}
 	return flags
