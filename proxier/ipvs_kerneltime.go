@@ -73,11 +73,11 @@ type timedIPVS struct {
 	now   func() time.Time
 }
 
-// upstream API: utilipvs.Interface's method set (timedIPVS forwards every method)
-var _ utilipvs.Interface = (*timedIPVS)(nil)
-
 // newTimedIPVS returns nil for a nil inner: utilipvs.New() returns nil when
 // the kernel has no IPVS, and ipvs.CanUseIPVSProxier tests for that nil.
+// It returns the interface the proxier takes, so that a change of the
+// interface shows here and nowhere else.
+// upstream API: utilipvs.Interface's method set (timedIPVS forwards every method)
 func newTimedIPVS(inner utilipvs.Interface, rec *kernelCalls) utilipvs.Interface {
 	if inner == nil {
 		return nil
@@ -191,10 +191,10 @@ type timedIPSet struct {
 	now   func() time.Time
 }
 
+// newTimedIPSet returns the interface the proxier takes, so that a change
+// of the interface shows here and nowhere else.
 // upstream API: utilipset.Interface's method set (timedIPSet forwards every method)
-var _ utilipset.Interface = (*timedIPSet)(nil)
-
-func newTimedIPSet(inner utilipset.Interface, rec *kernelCalls) *timedIPSet {
+func newTimedIPSet(inner utilipset.Interface, rec *kernelCalls) utilipset.Interface {
 	return newTimedIPSetClock(inner, rec, time.Now)
 }
 
