@@ -10,6 +10,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin/kpsim
 # The kube-proxy release under test; `make pin` rewrites go.mod for it.
+# `make variant KUBE_VERSION=...` builds bin/kpsim-<release> beside it instead.
 KUBE_VERSION ?= v1.37.1
 # Debian packages the privileged tests and runs need.
 # qemu-system-x86 and busybox-static run nodes in a VM (IPVS: the host kernel
