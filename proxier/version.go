@@ -2,7 +2,9 @@ package proxier
 
 import (
 	"fmt"
+	"path/filepath"
 	"runtime/debug"
+	"strings"
 )
 
 // What a variant binary was built from, set by `make variant` with
@@ -39,8 +41,9 @@ func kubernetesVersion(deps []*debug.Module, name, commit string, dirty bool) st
 		switch r := m.Replace; {
 		case r == nil:
 			v = m.Version
-		case r.Version == "":
-			// A directory: the required version says nothing about it.
+		case isDir(r.Path):
+			// A directory (its Version is "(devel)"): the required
+			// version says nothing about it.
 			v = "checkout " + r.Path
 			if commit != "" {
 				v += " at commit " + commit
@@ -56,4 +59,10 @@ func kubernetesVersion(deps []*debug.Module, name, commit string, dirty bool) st
 		v += " (variant " + name + ")"
 	}
 	return v
+}
+
+// isDir tells a directory replacement from a module path, as go.mod does:
+// a directory is an absolute path or starts with ./ or ../.
+func isDir(path string) bool {
+	return filepath.IsAbs(path) || strings.HasPrefix(path, "./") || strings.HasPrefix(path, "../")
 }

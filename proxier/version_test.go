@@ -10,7 +10,7 @@ func TestKubernetesVersion(t *testing.T) {
 	other := &debug.Module{Path: "k8s.io/api", Version: "v0.37.1"}
 	release := func(v string) *debug.Module { return &debug.Module{Path: "k8s.io/kubernetes", Version: v} }
 	checkout := &debug.Module{Path: "k8s.io/kubernetes", Version: "v1.37.1",
-		Replace: &debug.Module{Path: "/src/kubernetes"}}
+		Replace: &debug.Module{Path: "/src/kubernetes", Version: "(devel)"}} // as go build records it
 	fork := &debug.Module{Path: "k8s.io/kubernetes", Version: "v1.37.1",
 		Replace: &debug.Module{Path: "example.com/fork/kubernetes", Version: "v1.37.1-fork.1"}}
 	for _, tc := range []struct {
@@ -30,6 +30,8 @@ func TestKubernetesVersion(t *testing.T) {
 			want: "checkout /src/kubernetes at commit " + commit + " with uncommitted changes (variant kubernetes-0123456-dirty)"},
 		// go mod edit -replace by hand, as README.md once said: no commit known.
 		{name: "checkout by hand", deps: []*debug.Module{checkout}, want: "checkout /src/kubernetes"},
+		{name: "relative checkout", deps: []*debug.Module{{Path: "k8s.io/kubernetes", Version: "v1.37.1",
+			Replace: &debug.Module{Path: "../kubernetes", Version: "(devel)"}}}, want: "checkout ../kubernetes"},
 		{name: "replacement module", deps: []*debug.Module{fork},
 			want: "v1.37.1 => example.com/fork/kubernetes v1.37.1-fork.1"},
 		{name: "not linked", deps: []*debug.Module{other}, want: "unknown (k8s.io/kubernetes not linked)"},
