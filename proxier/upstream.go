@@ -5,7 +5,7 @@ package proxier
 // The upstream APIs whose shape differs between the kube-proxy releases
 // kpsim builds against, as the pinned release (v1.37) has them.
 // upstream_v1_36.go holds the same functions for v1.36, selected by the
-// build tag kube_1_36 that `make variant` sets for a v1.36 release.
+// build tag kube_1_36 that `make variant` sets for v1.36 and older.
 //
 // Every use of such an API is marked "upstream API: <what>". When a
 // release changes one, `make variant` quotes the mark above the line the
