@@ -14,6 +14,7 @@ BIN := bin/kpsim
 EXECTIMER := bin/kpsim-exectimer
 CC ?= cc
 # The kube-proxy release under test; `make pin` rewrites go.mod for it.
+# `make variant KUBE_VERSION=...` builds bin/kpsim-<release> beside it instead.
 KUBE_VERSION ?= v1.37.1
 # Debian packages the privileged tests and runs need.
 # qemu-system-x86 and busybox-static run nodes in a VM (IPVS: the host kernel
@@ -27,7 +28,7 @@ RUN_FLAGS ?=
 
 IS_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 
-.PHONY: all build test test-unit test-privileged test-faults test-under-load scale-test smoke soak report readme-excerpt clean deps go-deps lint fuzz pin
+.PHONY: all build test test-unit test-privileged test-faults test-under-load scale-test smoke soak report readme-excerpt clean deps go-deps lint fuzz pin variant test-variants
 
 all: build
 
@@ -160,6 +161,27 @@ pin:
 	$(GO) mod tidy; \
 	echo "pinned k8s.io/kubernetes $(KUBE_VERSION), staging modules $$staging"
 
+# variant builds kpsim against another kube-proxy into bin/kpsim-<name>,
+# leaving go.mod, go.sum and bin/kpsim as they are (cmd/kpsim-variant):
+#   make variant KUBE_VERSION=v1.36.3        a release: bin/kpsim-v1.36.3
+#   make variant KUBE_SRC=../kubernetes      a checkout: bin/kpsim-<dir>-<commit>[-dirty]
+# VARIANT=name names it. Its module file is build/variants/<name>/go.mod.
+# Each is a cold build of the proxiers (about 5 minutes): one at a time.
+variant:
+	@[ -n "$(KUBE_SRC)" ] || [ "$(origin KUBE_VERSION)" != file ] || { echo "usage: make variant KUBE_VERSION=v1.36.3 | KUBE_SRC=../kubernetes [VARIANT=name]"; exit 2; }
+	$(GO) run ./cmd/kpsim-variant $(if $(KUBE_SRC),-kube-src=$(KUBE_SRC),-kube-version=$(KUBE_VERSION)) $(if $(VARIANT),-name=$(VARIANT))
+
+# test-variants builds the releases kpsim's adapters must build against,
+# one after the other (about 10 minutes cold), and asks each its version;
+# not part of test.
+VARIANT_RELEASES ?= v1.36.3 v1.37.1 v1.37.2
+test-variants:
+	@set -e; for v in $(VARIANT_RELEASES); do \
+		$(MAKE) --no-print-directory variant KUBE_VERSION=$$v VARIANT=; \
+		got=$$(./bin/kpsim-$$v version); echo "bin/kpsim-$$v version: $$got"; \
+		[ "$$got" = "kube-proxy (k8s.io/kubernetes) $$v (variant $$v)" ] || { echo "bin/kpsim-$$v: wrong version"; exit 1; }; \
+	done; echo "variants built: $(VARIANT_RELEASES)"
+
 clean:
-	rm -rf bin
+	rm -rf bin build
 	@echo "results/ kept; remove it by hand if you want"

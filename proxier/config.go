@@ -2,7 +2,6 @@ package proxier
 
 import (
 	"fmt"
-	"runtime/debug"
 
 	"k8s.io/kube-proxy/config/v1alpha1"
 	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
@@ -32,25 +31,4 @@ func Validate(cfg *kubeproxyconfig.KubeProxyConfiguration) error {
 		return fmt.Errorf("invalid kube-proxy configuration: %w", errs.ToAggregate())
 	}
 	return nil
-}
-
-// KubernetesVersion is the k8s.io/kubernetes module version this binary
-// was built with (the proxiers under test), read from the build info so
-// it cannot drift from go.mod. A replace (a fork, a local checkout) is
-// shown with its target.
-func KubernetesVersion() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown (no build info)"
-	}
-	for _, m := range info.Deps {
-		if m.Path != "k8s.io/kubernetes" {
-			continue
-		}
-		if r := m.Replace; r != nil {
-			return fmt.Sprintf("%s => %s %s", m.Version, r.Path, r.Version)
-		}
-		return m.Version
-	}
-	return "unknown (k8s.io/kubernetes not linked)"
 }

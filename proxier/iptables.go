@@ -8,13 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
-	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
 	"k8s.io/kubernetes/pkg/proxy"
 	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
 	"k8s.io/kubernetes/pkg/proxy/healthcheck"
-	"k8s.io/kubernetes/pkg/proxy/iptables"
 	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 )
@@ -38,8 +35,7 @@ func newIPTables(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguratio
 	if err := ipt.Present(); err != nil {
 		return nil, tools, fmt.Errorf("iptables (%s backend) not usable: %w", backend, err)
 	}
-	p, err := iptables.NewProxier(ctx, cfg, v1.IPv4Protocol, ipt, utilsysctl.New(), detector,
-		opts.NodeName, opts.NodeIP, recorder, healthz, false)
+	p, err := newIPTablesProxier(ctx, cfg, ipt, detector, opts.NodeName, opts.NodeIP, recorder, healthz)
 	if err != nil {
 		return nil, tools, fmt.Errorf("unable to create iptables proxier: %w", err)
 	}

@@ -6,9 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
-	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
 	"k8s.io/kubernetes/pkg/proxy"
 	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
 	"k8s.io/kubernetes/pkg/proxy/healthcheck"
@@ -61,8 +59,8 @@ func newIPVS(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguration, o
 	if err := ipt.Present(); err != nil {
 		return nil, tools, fmt.Errorf("iptables (%s backend) not usable: %w", backend, err)
 	}
-	p, err := ipvs.NewProxier(ctx, cfg, v1.IPv4Protocol, ipt, ipvsInterface, ipsetInterface,
-		utilsysctl.New(), detector, opts.NodeName, opts.NodeIP, recorder, healthz, false)
+	p, err := newIPVSProxier(ctx, cfg, ipt, ipvsInterface, ipsetInterface, detector,
+		opts.NodeName, opts.NodeIP, recorder, healthz)
 	if err != nil {
 		return nil, tools, fmt.Errorf("unable to create proxier: %w", err)
 	}

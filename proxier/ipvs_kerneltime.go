@@ -114,10 +114,11 @@ type timedIPVS struct {
 	now   func() time.Time
 }
 
-var _ utilipvs.Interface = (*timedIPVS)(nil)
-
 // newTimedIPVS returns nil for a nil inner: utilipvs.New() returns nil when
 // the kernel has no IPVS, and ipvs.CanUseIPVSProxier tests for that nil.
+// It returns the interface the proxier takes, so that a change of the
+// interface shows here and nowhere else.
+// upstream API: utilipvs.Interface's method set (timedIPVS forwards every method)
 func newTimedIPVS(inner utilipvs.Interface, rec *kernelCalls) utilipvs.Interface {
 	if inner == nil {
 		return nil
@@ -231,9 +232,10 @@ type timedIPSet struct {
 	now   func() time.Time
 }
 
-var _ utilipset.Interface = (*timedIPSet)(nil)
-
-func newTimedIPSet(inner utilipset.Interface, rec *kernelCalls) *timedIPSet {
+// newTimedIPSet returns the interface the proxier takes, so that a change
+// of the interface shows here and nowhere else.
+// upstream API: utilipset.Interface's method set (timedIPSet forwards every method)
+func newTimedIPSet(inner utilipset.Interface, rec *kernelCalls) utilipset.Interface {
 	return newTimedIPSetClock(inner, rec, time.Now)
 }
 

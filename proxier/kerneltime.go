@@ -94,9 +94,10 @@ type timedIPTables struct {
 	now   func() time.Time
 }
 
-var _ utiliptables.Interface = (*timedIPTables)(nil)
-
-func newTimedIPTables(inner utiliptables.Interface, rec *kernelCalls) *timedIPTables {
+// newTimedIPTables returns the timer as the interface the proxiers take,
+// so that a change of the interface shows here and nowhere else.
+// upstream API: utiliptables.Interface's method set (timedIPTables forwards every method)
+func newTimedIPTables(inner utiliptables.Interface, rec *kernelCalls) utiliptables.Interface {
 	return newTimedIPTablesClock(inner, rec, time.Now)
 }
 

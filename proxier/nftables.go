@@ -6,12 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/kubernetes/pkg/proxy"
 	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
 	"k8s.io/kubernetes/pkg/proxy/healthcheck"
-	"k8s.io/kubernetes/pkg/proxy/nftables"
 	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
 )
 
@@ -38,8 +36,7 @@ func newNFTables(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguratio
 	if err != nil {
 		return nil, tools, nil, err
 	}
-	p, err := nftables.NewProxier(ctx, cfg, v1.IPv4Protocol, detector,
-		opts.NodeName, opts.NodeIP, recorder, healthz, false)
+	p, err := newNFTablesProxier(ctx, cfg, detector, opts.NodeName, opts.NodeIP, recorder, healthz)
 	if err != nil {
 		return nil, tools, nil, fmt.Errorf("unable to create nftables proxier: %w", err)
 	}

@@ -177,7 +177,7 @@ func Start(ctx context.Context, opts Options) (*Proxier, error) {
 		}
 		return nil, fmt.Errorf("get node %q: %w", opts.NodeName, err)
 	}
-	nodeManager, err := proxy.NewNodeManager(ctx, opts.Client, opts.NodeName, cfg)
+	nodeManager, err := newNodeManager(ctx, opts.Client, opts.NodeName, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("node manager: %w", err)
 	}
