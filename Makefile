@@ -167,7 +167,7 @@ pin:
 #   make variant KUBE_SRC=../kubernetes      a checkout: bin/kpsim-<dir>-<commit>[-dirty]
 # VARIANT=name names it. Its module file is build/variants/<name>/go.mod.
 # Each is a cold build of the proxiers (about 5 minutes): one at a time.
-variant:
+variant: go-deps $(EXECTIMER)
 	@[ -n "$(KUBE_SRC)" ] || [ "$(origin KUBE_VERSION)" != file ] || { echo "usage: make variant KUBE_VERSION=v1.36.3 | KUBE_SRC=../kubernetes [VARIANT=name]"; exit 2; }
 	$(GO) run ./cmd/kpsim-variant $(if $(KUBE_SRC),-kube-src=$(KUBE_SRC),-kube-version=$(KUBE_VERSION)) $(if $(VARIANT),-name=$(VARIANT))
 
@@ -175,7 +175,7 @@ variant:
 # one after the other (about 10 minutes cold), and asks each its version;
 # not part of test.
 VARIANT_RELEASES ?= v1.36.3 v1.37.1 v1.37.2
-test-variants:
+test-variants: $(EXECTIMER)
 	@set -e; for v in $(VARIANT_RELEASES); do \
 		$(MAKE) --no-print-directory variant KUBE_VERSION=$$v VARIANT=; \
 		got=$$(./bin/kpsim-$$v version); echo "bin/kpsim-$$v version: $$got"; \

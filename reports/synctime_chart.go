@@ -78,14 +78,8 @@ func syncTimeChart(r *Result) ([]Chart, error) {
 	if err != nil {
 		return nil, err
 	}
-	var modes []string
-	for _, m := range measured(r) {
-		if len(SyncSplits(m)) > 0 {
-			modes = append(modes, m.Name)
-		}
-	}
 	return []Chart{{
-		Title:   "Where sync time goes: " + strings.Join(modes, ", "),
+		Title:   "Where sync time goes",
 		Caption: SyncTimeMethod,
 		SVG:     svg,
 	}}, nil
