@@ -546,7 +546,8 @@ type RuleExpectation struct {
 	// Count names what is counted. iptables and ipvs modes:
 	// "iptables/<table>" (rules in a table, e.g. iptables/nat) or
 	// "iptables/<table>/chains". nftables: "nftables/rules",
-	// "nftables/chains", "nftables/setElements", "nftables/mapElements".
+	// "nftables/chains", "nftables/setElements", "nftables/mapElements",
+	// "nftables/numgenRules".
 	// ipvs: "ipvs/virtualServers", "ipvs/realServers", "ipset/members".
 	Count string `yaml:"count" json:"count"`
 	// At is when the count is taken: "firstSync" (right after the

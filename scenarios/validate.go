@@ -563,7 +563,7 @@ func (v *validator) steps(p *field.Path) field.ErrorList {
 // "iptables/<table>" and "iptables/<table>/chains" take any table name.
 var RuleCounts = map[string][]string{
 	ModeIPTables: {"iptables/<table>", "iptables/<table>/chains"},
-	ModeNFTables: {"nftables/rules", "nftables/chains", "nftables/setElements", "nftables/mapElements"},
+	ModeNFTables: {"nftables/rules", "nftables/chains", "nftables/setElements", "nftables/mapElements", "nftables/numgenRules"},
 	ModeIPVS:     {"ipvs/virtualServers", "ipvs/realServers", "ipset/members", "iptables/<table>", "iptables/<table>/chains"},
 }
 

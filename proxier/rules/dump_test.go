@@ -80,7 +80,7 @@ func TestSaveDumps(t *testing.T) {
 	want := map[string]int{
 		"iptables/nat": 53, "iptables/nat/chains": 25, "iptables/filter": 16, "iptables/filter/chains": 10,
 		"iptables/mangle": 0, "iptables/mangle/chains": 6,
-		"nftables/rules": 27, "nftables/chains": 20, "nftables/setElements": 5, "nftables/mapElements": 6,
+		"nftables/rules": 27, "nftables/chains": 20, "nftables/setElements": 5, "nftables/mapElements": 6, "nftables/numgenRules": 4,
 	}
 	if d := cmp.Diff(want, counts); d != "" {
 		t.Errorf("counts.json (-want +got):\n%s", d)

@@ -40,6 +40,11 @@ type NFTCounts struct {
 	// part of their rule and not counted.
 	SetElements int `json:"setElements"`
 	MapElements int `json:"mapElements"`
+	// NumgenRules counts the rules that pick with numgen: kube-proxy's
+	// endpoint choice, "numgen random mod N" over an anonymous map. Since
+	// v1.37 (PR #140723) a Service with one endpoint gets a plain
+	// "dnat to" rule instead, so this is where the releases differ.
+	NumgenRules int `json:"numgenRules"`
 	// LearnedElements counts the elements of SetElements and MapElements
 	// that packets added (see nftLearnedSet); Normalize leaves them out.
 	LearnedElements int `json:"learnedElements,omitempty"`
@@ -55,6 +60,7 @@ type NFTTable struct {
 	Maps        int    `json:"maps"`
 	SetElements int    `json:"setElements"`
 	MapElements int    `json:"mapElements"`
+	NumgenRules int    `json:"numgenRules"`
 	// LearnedElements is as in NFTCounts.
 	LearnedElements int `json:"learnedElements,omitempty"`
 	// ChainRules is the number of rules of each chain.
@@ -83,7 +89,7 @@ func ReadNFTables(ctx context.Context, run toolexec.Runner) (*NFTablesDump, erro
 
 // Counts returns the flat counts results and scenario expectations use:
 // "nftables/rules", "nftables/chains", "nftables/setElements",
-// "nftables/mapElements".
+// "nftables/mapElements", "nftables/numgenRules".
 func (d *NFTablesDump) Counts() map[string]int { return d.Stats.Flat() }
 
 // Flat returns the counts under the scenario schema's names.
@@ -93,6 +99,7 @@ func (c NFTCounts) Flat() map[string]int {
 		"nftables/chains":      c.Chains,
 		"nftables/setElements": c.SetElements,
 		"nftables/mapElements": c.MapElements,
+		"nftables/numgenRules": c.NumgenRules,
 	}
 }
 
@@ -346,6 +353,12 @@ func (rs *nftRuleset) counts() NFTCounts {
 		for name, ch := range t.chains {
 			tc.Rules += len(ch.rules)
 			tc.ChainRules[name] = len(ch.rules)
+			for _, r := range ch.rules {
+				// A numgen expression is {"numgen": {...}} in nft's JSON.
+				if bytes.Contains(r, []byte(`"numgen"`)) {
+					tc.NumgenRules++
+				}
+			}
 		}
 		for name, s := range t.sets {
 			tc.Elements[name] = len(s.elems)
@@ -367,6 +380,7 @@ func (rs *nftRuleset) counts() NFTCounts {
 		c.Maps += tc.Maps
 		c.SetElements += tc.SetElements
 		c.MapElements += tc.MapElements
+		c.NumgenRules += tc.NumgenRules
 		c.LearnedElements += tc.LearnedElements
 	}
 	return c

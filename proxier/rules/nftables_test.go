@@ -23,20 +23,21 @@ func TestParseNFTJSON(t *testing.T) {
 		tables map[string]NFTTable
 	}{
 		{file: "kube-proxy-nft.json",
-			want: NFTCounts{Rules: 27, Chains: 20, Sets: 2, Maps: 5, SetElements: 5, MapElements: 6},
+			want: NFTCounts{Rules: 27, Chains: 20, Sets: 2, Maps: 5, SetElements: 5, MapElements: 6, NumgenRules: 4},
 			tables: map[string]NFTTable{
-				"ip kube-proxy": {Family: "ip", Name: "kube-proxy", Rules: 27, Chains: 20, Sets: 2, Maps: 5, SetElements: 5, MapElements: 6},
+				"ip kube-proxy": {Family: "ip", Name: "kube-proxy", Rules: 27, Chains: 20, Sets: 2, Maps: 5, SetElements: 5, MapElements: 6, NumgenRules: 4},
 			}},
 		{file: "nft-crafted.json",
 			// inet filter: 1 chain, 2 rules, set blocked (prefix, range,
 			// address: 3). ip6 kube-proxy: 4 chains, 4 rules, cluster-ips
 			// 2, service-ips 2, no-endpoint-nodeports 0. ip kube-proxy: 1
 			// chain, 2 rules, src-ranges 2 (concatenated intervals),
-			// firewall-ips 3.
-			want: NFTCounts{Rules: 8, Chains: 6, Sets: 3, Maps: 3, SetElements: 7, MapElements: 5},
+			// firewall-ips 3. One rule picks with numgen (service AAAA's two
+			// endpoints); service BBBB's one endpoint is a plain dnat.
+			want: NFTCounts{Rules: 8, Chains: 6, Sets: 3, Maps: 3, SetElements: 7, MapElements: 5, NumgenRules: 1},
 			tables: map[string]NFTTable{
 				"inet filter":    {Family: "inet", Name: "filter", Rules: 2, Chains: 1, Sets: 1, SetElements: 3},
-				"ip6 kube-proxy": {Family: "ip6", Name: "kube-proxy", Rules: 4, Chains: 4, Sets: 1, Maps: 2, SetElements: 2, MapElements: 2},
+				"ip6 kube-proxy": {Family: "ip6", Name: "kube-proxy", Rules: 4, Chains: 4, Sets: 1, Maps: 2, SetElements: 2, MapElements: 2, NumgenRules: 1},
 				"ip kube-proxy":  {Family: "ip", Name: "kube-proxy", Rules: 2, Chains: 1, Sets: 1, Maps: 1, SetElements: 2, MapElements: 3},
 			}},
 	}
@@ -259,7 +260,7 @@ func TestReadNFTables(t *testing.T) {
 	if string(d.Text) != text || string(d.JSON) != js {
 		t.Error("raw outputs not kept")
 	}
-	want := map[string]int{"nftables/rules": 27, "nftables/chains": 20, "nftables/setElements": 5, "nftables/mapElements": 6}
+	want := map[string]int{"nftables/rules": 27, "nftables/chains": 20, "nftables/setElements": 5, "nftables/mapElements": 6, "nftables/numgenRules": 4}
 	if diff := cmp.Diff(want, d.Counts()); diff != "" {
 		t.Errorf("Counts (-want +got):\n%s", diff)
 	}
