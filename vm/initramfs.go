@@ -181,6 +181,13 @@ func buildInitramfs(w io.Writer, spec initramfsSpec) (initramfsInfo, error) {
 		return info, err
 	}
 	elfs = append(elfs, spec.Kpsim)
+	// The nft timer (proxier.ExecTimerName) goes beside kpsim, where the
+	// node looks for it; static, so it brings no libraries.
+	if timer := filepath.Join(filepath.Dir(spec.Kpsim), "kpsim-exectimer"); fileExists(timer) {
+		if err := b.file(path.Join(path.Dir(guestKpsim), "kpsim-exectimer"), timer, 0o755); err != nil {
+			return info, err
+		}
+	}
 	libs, err := sharedLibraries(elfs)
 	if err != nil {
 		return info, err
