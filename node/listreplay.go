@@ -30,33 +30,41 @@ const listReplayRuns = 3
 const kubeProxyTable = "kube-proxy"
 
 // replayListing times the listings against the node's kube-proxy table.
-func replayListing(ctx context.Context, run toolexec.Runner) (*reports.ListReplay, error) {
+// A failure is recorded in the result's Error.
+func replayListing(ctx context.Context, run toolexec.Runner) *reports.ListReplay {
+	r := &reports.ListReplay{Runs: listReplayRuns, Method: reports.ListReplayMethod}
+	if err := measureListing(ctx, run, r); err != nil {
+		r.Error = err.Error()
+	}
+	return r
+}
+
+func measureListing(ctx context.Context, run toolexec.Runner, r *reports.ListReplay) error {
 	nl, err := knftables.New(knftables.IPv4Family, kubeProxyTable, knftables.UseNetlink)
 	if err != nil {
-		return nil, fmt.Errorf("listing replay: %w", err)
+		return fmt.Errorf("listing replay: %w", err)
 	}
-	r := &reports.ListReplay{Runs: listReplayRuns, Method: reports.ListReplayMethod}
 	var chains, sets []string
 	if r.NetlinkChainsSeconds, err = median(func() error {
 		chains, err = nl.List(ctx, "chain")
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("listing replay: chains over netlink: %w", err)
+		return fmt.Errorf("listing replay: chains over netlink: %w", err)
 	}
 	if r.NetlinkSetsSeconds, err = median(func() error {
 		sets, err = nl.List(ctx, "sets")
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("listing replay: sets over netlink: %w", err)
+		return fmt.Errorf("listing replay: sets over netlink: %w", err)
 	}
 	r.Chains, r.Sets = len(chains), len(sets)
 	if r.NFTListTableSeconds, err = median(func() error {
 		_, err := run.Run(ctx, toolexec.Command("nft", "--json", "--terse", "list", "table", "ip", kubeProxyTable))
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("listing replay: %w", err)
+		return fmt.Errorf("listing replay: %w", err)
 	}
-	return r, nil
+	return nil
 }
 
 // median runs f listReplayRuns times and returns the median duration in

@@ -408,6 +408,8 @@ type ListReplay struct {
 	NetlinkChainsSeconds float64 `json:"netlinkChainsSeconds"`
 	NetlinkSetsSeconds   float64 `json:"netlinkSetsSeconds"`
 	NFTListTableSeconds  float64 `json:"nftListTableSeconds"`
+	// Error says why the replay could not be measured (the run goes on).
+	Error string `json:"error,omitempty"`
 }
 
 // Totals are kube-proxy's histogram counts and sums.

@@ -121,7 +121,7 @@ func fitSweep(points []SweepPoint) []SweepFit {
 	}
 	replay := func(f func(*ListReplay) float64) func(SweepPoint) float64 {
 		return func(p SweepPoint) float64 {
-			if p.ListReplay == nil {
+			if p.ListReplay == nil || p.ListReplay.Error != "" {
 				return 0
 			}
 			return f(p.ListReplay)

@@ -144,7 +144,9 @@ func syncTimeTable(r *Result) reportTable {
 			t.Rows = append(t.Rows, []string{modeLabel(m), sp.Class, fmt.Sprint(sp.Count), seconds(sp.Mean),
 				strings.Join(cells, ", "), fmt.Sprintf("%s (%.0f%%)", seconds(sp.Parts[PartRest]), 100*sp.Share(PartRest))})
 		}
-		if lr := m.ListReplay; lr != nil {
+		if lr := m.ListReplay; lr != nil && lr.Error != "" {
+			t.Notes = append(t.Notes, fmt.Sprintf("%s: kpsim's replay of the listing failed: %s", m.Name, firstLine(lr.Error)))
+		} else if lr != nil {
 			t.Notes = append(t.Notes, fmt.Sprintf("%s: kpsim's replay of the listing on the table at the end (%d chains, %d sets; median of %d, "+
 				"measured beside kube-proxy): over netlink as v1.37+ lists each sync, chains %s + sets %s; nft list table as v1.36 did, %s.",
 				m.Name, lr.Chains, lr.Sets, lr.Runs, seconds(lr.NetlinkChainsSeconds), seconds(lr.NetlinkSetsSeconds), seconds(lr.NFTListTableSeconds)))

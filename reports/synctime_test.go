@@ -111,3 +111,14 @@ func TestListReplayNote(t *testing.T) {
 		}
 	}
 }
+
+// TestListReplayFailedNote: a replay that failed says so, and the sweep
+// fits leave it out.
+func TestListReplayFailedNote(t *testing.T) {
+	m := ModeResult{Name: "nftables", Syncs: []Sync{{Seconds: 1, Full: true, Merged: 1, Kernel: map[string]float64{"nft-transaction": 0.5}}},
+		ListReplay: &ListReplay{Runs: 3, Error: "listing replay: could not run nftables command: boom"}}
+	notes := strings.Join(syncTimeTable(&Result{Modes: []ModeResult{m}}).Notes, "\n")
+	if !strings.Contains(notes, "nftables: kpsim's replay of the listing failed: listing replay: could not run nftables command: boom") {
+		t.Errorf("notes %q: want the replay's failure", notes)
+	}
+}
