@@ -103,7 +103,7 @@ func TestSelectModes(t *testing.T) {
 		kernel string
 		want   string
 	}{
-		{nil, "auto", "iptables-legacy iptables-nft nftables iptables-legacy-vm ipvs"},
+		{nil, "auto", "nftables iptables-legacy iptables-nft iptables-legacy-vm ipvs"},
 		{[]string{"iptables", "ipvs"}, "auto", "iptables-legacy iptables-nft iptables-legacy-vm ipvs"},
 		// The headline command: the scenario's VM entries, one kernel.
 		{[]string{"iptables", "ipvs"}, "vm", "iptables-legacy-vm ipvs"},

@@ -24,6 +24,13 @@ func WriteHTML(w io.Writer, r *Result) error {
 		Tables: reportTables(r),
 		Method: notesFor(r),
 	}
+	lead, err := glanceChart(r)
+	if err != nil {
+		return err
+	}
+	if lead != nil {
+		data.LeadChart = &htmlChart{Title: lead.Title, Caption: lead.Caption, SVG: template.HTML(lead.SVG)}
+	}
 	for _, c := range charts {
 		data.Charts = append(data.Charts, htmlChart{
 			Title:   c.Title,
@@ -42,12 +49,14 @@ func WriteHTML(w io.Writer, r *Result) error {
 }
 
 type htmlData struct {
-	Title  string
-	Facts  []fact
-	Note   string
-	Tables []reportTable
-	Charts []htmlChart
-	Method []methodNote
+	// LeadChart goes beside the first table (At a glance).
+	LeadChart *htmlChart
+	Title     string
+	Facts     []fact
+	Note      string
+	Tables    []reportTable
+	Charts    []htmlChart
+	Method    []methodNote
 }
 
 type htmlChart struct {
@@ -77,8 +86,14 @@ dl.facts dt { font-weight: bold; }
 dl.facts dd { margin: 0; font-family: ui-monospace, monospace; }
 table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
-th { background: #f3f3f3; }
-td { font-family: ui-monospace, monospace; white-space: nowrap; }
+th { background: #f3f3f3; overflow-wrap: anywhere; }
+td { font-family: ui-monospace, monospace; overflow-wrap: anywhere; }
+/* The page fits a 1400-pixel window: long cells wrap instead of widening it. */
+.lead { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
+.lead table { flex: 0 1 auto; }
+.lead figure.chart.small { flex: 1 1 24em; margin: 0; }
+details { margin: 1em 0; }
+summary { cursor: pointer; font-weight: bold; }
 tbody tr:nth-child(even) { background: #fafafa; }
 .note { color: #555; }
 figure { margin: 1.5em 0; }
@@ -98,17 +113,21 @@ pre { background: #f6f6f6; padding: 0.5em; overflow-x: auto; }
 {{range .Facts}}<dt>{{.Name}}</dt><dd>{{.Value}}</dd>
 {{end}}</dl>
 <p class="note">{{.Note}}</p>
-{{range .Tables}}
-<h2>{{.Title}}</h2>
+{{range $i, $t := .Tables}}{{with $t}}
+{{if .Folded}}<details><summary>{{.Title}}</summary>{{else}}<h2>{{.Title}}</h2>{{end}}
 {{with .Lead}}<p>{{.}}</p>
-{{end}}<table>
+{{end}}{{if and (eq $i 0) $.LeadChart}}<div class="lead">{{end}}<table>
 <thead><tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr></thead>
 <tbody>
 {{range .Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
 {{end}}</tbody>
 </table>
+{{if and (eq $i 0) $.LeadChart}}<figure class="chart small">
+{{$.LeadChart.SVG}}
+<figcaption>{{$.LeadChart.Caption}}</figcaption>
+</figure></div>{{end}}
 {{range .Notes}}<p class="note">{{firstLine .}}</p>{{with restLines .}}<pre>{{.}}</pre>{{end}}
-{{end}}{{end}}
+{{end}}{{if .Folded}}</details>{{end}}{{end}}{{end}}
 {{if .Charts}}<h2>Charts</h2>
 <div class="charts">
 {{range .Charts}}<figure class="chart{{if .Small}} small{{end}}">

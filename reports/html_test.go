@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,9 +24,10 @@ func renderHTML(t *testing.T) string {
 	return buf.String()
 }
 
-// wantCharts is the test result's figure count: sync distribution,
-// end-to-end latency, and per-endpoint shares of 6 Services.
-const wantCharts = 8
+// wantCharts is the test result's figure count: the glance chart beside
+// the first table, sync distribution, end-to-end latency, and per-endpoint
+// shares of 6 Services.
+const wantCharts = 9
 
 func TestWriteHTMLStructure(t *testing.T) {
 	page := renderHTML(t)
@@ -121,6 +124,53 @@ func TestWriteHTMLInChromium(t *testing.T) {
 		data, _ := os.ReadFile(png)
 		_ = os.WriteFile(keep, data, 0o644)
 	}
+
+	// The page fits a 1400-pixel-wide window, even with a dozen modes
+	// side by side (a sweep's or a comparison's runs are columns of the
+	// rules table).
+	wide := testResult(t)
+	base := slices.Clone(wide.Modes)
+	for i := 0; len(wide.Modes) < 12; i++ {
+		m := base[i%len(base)]
+		m.Name = fmt.Sprintf("%s@variant-%d", m.Name, i)
+		wide.Modes = append(wide.Modes, m)
+	}
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, wide); err != nil {
+		t.Fatal(err)
+	}
+	for name, page := range map[string]string{"the test result": renderHTML(t), "12 modes": buf.String()} {
+		w := pageWidth(ctx, t, dir, chromium, args, page)
+		t.Logf("%s: %d pixels wide at a 1400-pixel window", name, w)
+		if w > 1400 {
+			t.Errorf("%s: at a 1400-pixel window the page is %d pixels wide: it scrolls sideways", name, w)
+		}
+	}
+}
+
+// pageWidth lays page out in a 1400-pixel-wide window and returns its
+// document's width. A test copy of the page writes it into the DOM (the
+// report itself carries no script).
+func pageWidth(ctx context.Context, t *testing.T, dir, chromium string, args []string, page string) int {
+	t.Helper()
+	probe := filepath.Join(dir, "width.html")
+	measure := `<script>document.body.setAttribute("data-width", document.documentElement.scrollWidth)</script></body>`
+	if err := os.WriteFile(probe, []byte(strings.Replace(page, "</body>", measure, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, chromium, append(args, "--window-size=1400,1000", "--dump-dom", "file://"+probe)...)
+	cmd.Stderr = &stderr
+	dom, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium --dump-dom: %v\n%s", err, stderr.String())
+	}
+	m := regexp.MustCompile(`data-width="(\d+)"`).FindSubmatch(dom)
+	if m == nil {
+		t.Fatal("the width probe wrote nothing")
+	}
+	w, _ := strconv.Atoi(string(m[1]))
+	return w
 }
 
 // A run with a single sync (or all syncs equal) once made gonum/plot

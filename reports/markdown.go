@@ -27,7 +27,11 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 // and notes.
 func writeMarkdownTables(bw io.Writer, tables []reportTable) {
 	for _, t := range tables {
-		fmt.Fprintf(bw, "\n## %s\n\n", t.Title)
+		if t.Folded {
+			fmt.Fprintf(bw, "\n<details><summary>%s</summary>\n\n", mdEscape(t.Title))
+		} else {
+			fmt.Fprintf(bw, "\n## %s\n\n", t.Title)
+		}
 		if t.Lead != "" {
 			fmt.Fprintf(bw, "%s\n\n", mdEscape(t.Lead))
 		}
@@ -38,6 +42,9 @@ func writeMarkdownTables(bw io.Writer, tables []reportTable) {
 			if multi {
 				fmt.Fprintf(bw, "\n```\n%s\n```\n", strings.TrimRight(rest, "\n"))
 			}
+		}
+		if t.Folded {
+			fmt.Fprint(bw, "\n</details>\n")
 		}
 	}
 }

@@ -25,6 +25,10 @@ type reportTable struct {
 	Rows   [][]string
 	// Notes follow the table (failed modes, the host diff, ...).
 	Notes []string
+	// Folded tables are detail: the HTML page folds them away, Markdown
+	// puts them in a <details> block, the terminal summary leaves them
+	// out.
+	Folded bool
 }
 
 // methodNote says how one column or figure was obtained.
@@ -140,12 +144,15 @@ func hostVerdict(h HostCheck) string {
 
 // reportTables are the tables every report format shows, in order.
 func reportTables(r *Result) []reportTable {
-	tables := []reportTable{syncTable(r)}
+	tables := []reportTable{glanceTable(r), syncTable(r)}
 	if st := syncTimeTable(r); len(st.Rows) > 0 || len(st.Notes) > 0 {
 		tables = append(tables, st)
 	}
 	tables = append(tables, programmingTable(r))
-	if rt := rulesTable(r); len(rt.Rows) > 0 {
+	if rt := rulesTable(r, false); len(rt.Rows) > 0 {
+		tables = append(tables, rt)
+	}
+	if rt := rulesTable(r, true); len(rt.Rows) > 0 {
 		tables = append(tables, rt)
 	}
 	tables = append(tables, sweepTables(r)...)
@@ -278,9 +285,14 @@ func oracleVerdict(o *Oracle) string {
 }
 
 // rulesTable has one row per rule count key and one column per mode that
-// ran; a count that changed since the first sync shows both.
-func rulesTable(r *Result) reportTable {
+// ran; a count that changed since the first sync shows both. The members of
+// each ipset ("ipset/set/<name>") are detail: perSet gives those rows alone,
+// folded, and otherwise they are left out.
+func rulesTable(r *Result, perSet bool) reportTable {
 	t := reportTable{Title: "Rules at the end (after the first sync)", Header: []string{"count"}}
+	if perSet {
+		t.Title, t.Folded = "IPVS: members of each ipset at the end (after the first sync)", true
+	}
 	var counts []map[string]int
 	var modes []*ModeResult
 	for i := range r.Modes {
@@ -293,6 +305,9 @@ func rulesTable(r *Result) reportTable {
 		counts = append(counts, m.Rules, m.RulesAfterFirstSync)
 	}
 	for _, k := range countKeys(counts...) {
+		if strings.HasPrefix(k, "ipset/set/") != perSet {
+			continue
+		}
 		row := []string{k}
 		for _, m := range modes {
 			end, okEnd := m.Rules[k]

@@ -100,6 +100,9 @@ func sweepTables(r *Result) []reportTable {
 // notes.
 func writeTables(w io.Writer, tables []reportTable) error {
 	for _, st := range tables {
+		if st.Folded {
+			continue
+		}
 		fmt.Fprintf(w, "\n%s\n", st.Title)
 		if st.Lead != "" {
 			fmt.Fprintln(w, wrap(st.Lead, 108, "  "))

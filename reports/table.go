@@ -62,10 +62,15 @@ func WriteSummary(w io.Writer, r *Result) error {
 	if err := t.Render(); err != nil {
 		return err
 	}
+	ipvs := false
 	for _, m := range r.Modes {
+		ipvs = ipvs || (m.Mode == "ipvs" && m.Skipped == "")
 		if m.Error != "" {
 			fmt.Fprintf(w, "%s failed: %s\n", m.Name, m.Error)
 		}
+	}
+	if ipvs {
+		fmt.Fprintln(w, wrap(ipvsDeprecation, 108, "  "))
 	}
 	var more []reportTable
 	if st := syncTimeTable(r); len(st.Rows) > 0 || len(st.Notes) > 0 {
