@@ -149,6 +149,9 @@ func reportTables(r *Result) []reportTable {
 		tables = append(tables, st)
 	}
 	tables = append(tables, programmingTable(r))
+	if dt := distributionTable(r); len(dt.Rows) > 0 {
+		tables = append(tables, dt)
+	}
 	if rt := rulesTable(r, false); len(rt.Rows) > 0 {
 		tables = append(tables, rt)
 	}

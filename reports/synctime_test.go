@@ -122,3 +122,25 @@ func TestListReplayFailedNote(t *testing.T) {
 		t.Errorf("notes %q: want the replay's failure", notes)
 	}
 }
+
+// TestDistributionTable: each probe step's verdicts with their power, low
+// power marked and explained.
+func TestDistributionTable(t *testing.T) {
+	rep := &DistributionReport{Services: []ServiceDistribution{{Verdict: VerdictOK}, {Verdict: VerdictSkewed}, {Verdict: VerdictUntested}},
+		Pooled: &PooledDistribution{Verdict: VerdictOK, AdjustedPValue: 0.5}}
+	r := &Result{Modes: []ModeResult{
+		{Name: "iptables-legacy", Mode: "iptables", Distributions: []StepDistribution{{Step: "probe", Connections: 9000, ServicePower: 0.93, PooledPower: 0.0034, Report: rep}}},
+		{Name: "nftables", Mode: "nftables", Distributions: []StepDistribution{{Step: "probe", Connections: 9000, ServicePower: 0.95, PooledPower: 0.91, Report: rep}}},
+	}}
+	tbl := distributionTable(r)
+	want := [][]string{
+		{"nftables", "probe", "2 x 9000", "FLAGGED 1 of 2", "0.95", "ok (p 0.5)", "0.91"},
+		{"iptables-legacy", "probe", "2 x 9000", "FLAGGED 1 of 2", "0.93", "ok (p 0.5)", "0.0034 (low)"},
+	}
+	if d := cmp.Diff(want, tbl.Rows); d != "" {
+		t.Errorf("rows (-want +got):\n%s", d)
+	}
+	if len(tbl.Notes) != 1 {
+		t.Errorf("notes %q: want the low-power note", tbl.Notes)
+	}
+}
