@@ -108,7 +108,11 @@ func (e *NodeEnv) StartChild(name string, opts ChildOptions) (*Child, error) {
 		return nil, err
 	}
 	c := &Child{name: name, exited: make(chan struct{})}
-	extra := []*os.File{os.NewFile(uintptr(e.extNS), "kpsim-external-ns")}
+	ext, err := e.externalNSFile()
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	extra := []*os.File{ext}
 	var theirs []*os.File
 	closeAll := func() {
 		for _, f := range theirs {
@@ -146,7 +150,7 @@ func (e *NodeEnv) StartChild(name string, opts ChildOptions) (*Child, error) {
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
 	}
 	err = startLocked(c.cmd, func(err error) { c.waitErr = err; close(c.exited) })
-	// The child has its copies now; extra[0] is e.extNS's, which e keeps.
+	// The child has its copies now; extra[0] is e's, which it keeps.
 	for _, f := range theirs {
 		f.Close()
 	}

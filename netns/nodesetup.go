@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"sync"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -28,6 +29,10 @@ type NodeEnv struct {
 	nodeNS netns.NsHandle // the node namespace (this process's)
 	extNS  netns.NsHandle // the external router/client namespace
 	nl     *netlink.Handle
+	// extNSFile is extNS for children's ExtraFiles (externalNSFile).
+	extNSOnce sync.Once
+	extNSFile *os.File
+	extNSErr  error
 
 	in     interface{ Decode(any) error }
 	inRaw  *os.File
@@ -40,6 +45,26 @@ type NodeEnv struct {
 // Input returns the raw input stream from the orchestrator, for node mains
 // that do not use Recv.
 func (e *NodeEnv) Input() *os.File { return e.inRaw }
+
+// externalNSFile is extNS as one *os.File for the environment's life, on
+// a duplicate of the handle, which it owns. An os.File made with NewFile
+// closes its descriptor when the garbage collector finalizes it: one per
+// child on extNS itself closed extNS once a child's File was collected,
+// and then, through the next stale File, whatever had reused the number.
+// After a few restarts of kube-proxy's process a program run of the node
+// failed reading its output with "bad file descriptor".
+func (e *NodeEnv) externalNSFile() (*os.File, error) {
+	e.extNSOnce.Do(func() {
+		fd, err := unix.FcntlInt(uintptr(e.extNS), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			e.extNSErr = fmt.Errorf("duplicate the external namespace's handle: %w", err)
+			return
+		}
+		e.extNSFile = os.NewFile(uintptr(fd), "kpsim-external-ns")
+		e.onClose(func() { e.extNSFile.Close() })
+	})
+	return e.extNSFile, e.extNSErr
+}
 
 func (e *NodeEnv) close() {
 	for i := len(e.closers) - 1; i >= 0; i-- {
