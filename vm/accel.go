@@ -86,7 +86,7 @@ func probeKVM(ctx context.Context, qemu string, k *Kernel, busybox, workDir stri
 	ctx, cancel := context.WithTimeout(ctx, vmProbeTimeout)
 	defer cancel()
 	c := &vmConsole{marks: map[string]time.Time{}}
-	_, err = runQEMU(ctx, qemu, qemuArgs(k, initrd, "", "kvm", 256, 1), c, "", func(*os.Process) {})
+	_, err = runQEMU(ctx, qemu, qemuArgs(k, initrd, "", machine{accel: "kvm", memMiB: 256, cpus: 1}), c, "", func(*os.Process) {})
 	if c.has("probe-ok") {
 		return nil
 	}

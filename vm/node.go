@@ -40,6 +40,12 @@ type Options struct {
 	KernelCacheDir string
 	// Accel is "kvm", "tcg" or "" (KVM when a probe boot works, else TCG).
 	Accel string
+	// CPU is qemu's -cpu model under TCG; default DefaultTCGCPU. Under
+	// KVM the guest gets the host's CPU ("host").
+	CPU string
+	// TBSizeMiB is TCG's translation cache (-accel tcg,tb-size=N); 0
+	// leaves qemu's default.
+	TBSizeMiB int
 	// Kpsim is the binary the guest runs as the node; default this
 	// executable. Dynamically linked binaries get their libraries copied.
 	Kpsim string
@@ -68,7 +74,14 @@ type Info struct {
 	// emulation, timings 10-35x slower than the host).
 	Accel string `json:"accel"`
 	// AccelNote says why KVM was not used, when it was not.
-	AccelNote      string `json:"accelNote,omitempty"`
+	AccelNote string `json:"accelNote,omitempty"`
+	// QEMUAccel and QEMUCPU are the -accel and -cpu arguments qemu ran
+	// with (program starts in the guest depend on both under TCG).
+	QEMUAccel string `json:"qemuAccel,omitempty"`
+	QEMUCPU   string `json:"qemuCPU,omitempty"`
+	// KernelArgs is the guest kernel's command line (norandmaps: see
+	// guestKernelArgs).
+	KernelArgs     string `json:"kernelArgs,omitempty"`
 	KernelPackage  string `json:"kernelPackage"`
 	KernelVersion  string `json:"kernelVersion"`
 	KernelDebBytes int64  `json:"kernelDebBytes"`
@@ -239,6 +252,7 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	if opts.Accel == "" {
 		n.info.Accel, n.info.AccelNote = probeAccel(ctx, qemu, kernel, busybox, workDir)
 	}
+	n.info.QEMUAccel, n.info.QEMUCPU, n.info.KernelArgs = n.machine().accelArg(), n.machine().cpuArg(), guestKernelArgs
 	n.info.PrepareSeconds = time.Since(start).Seconds()
 	go n.pump()
 	return n, nil
@@ -448,7 +462,7 @@ func (n *Node) runQEMU(c *vmConsole, input []byte) (*os.ProcessState, string, er
 	if err := createSparse(disk, int64(n.opts.OutputDiskMiB)<<20); err != nil {
 		return nil, "", err
 	}
-	args := qemuArgs(n.kernel, n.initrd, disk, n.info.Accel, n.opts.MemoryMiB, n.opts.CPUs)
+	args := qemuArgs(n.kernel, n.initrd, disk, n.machine())
 	state, err := runQEMU(n.ctx, n.qemu, args, c, n.workDir, func(p *os.Process) {
 		n.procMu.Lock()
 		n.proc = p
@@ -520,21 +534,74 @@ func createSparse(p string, size int64) error {
 	return f.Close()
 }
 
+// machine is what qemu emulates.
+type machine struct {
+	accel     string // "kvm" or "tcg"
+	cpu       string // -cpu under TCG; "" is DefaultTCGCPU
+	tbSizeMiB int    // TCG translation cache; 0 is qemu's default
+	memMiB    int
+	cpus      int
+}
+
+func (n *Node) machine() machine {
+	return machine{accel: n.info.Accel, cpu: n.opts.CPU, tbSizeMiB: n.opts.TBSizeMiB, memMiB: n.opts.MemoryMiB, cpus: n.opts.CPUs}
+}
+
+// DefaultTCGCPU is the CPU model under software emulation. Models
+// without AVX (qemu64, Nehalem) and a translation cache of 256 or 1024 MiB
+// instead of qemu 7.2's default measured the same per program start, within
+// the noise (see guestKernelArgs for the command).
+const DefaultTCGCPU = "max"
+
+// guestKernelArgs is the guest kernel's command line.
+//
+// norandmaps turns address space randomisation off in the guest. Under
+// TCG (qemu 7.2) translated code is looked up by virtual address too, so
+// with randomisation every new process maps ld.so and its libraries at new
+// addresses and has all their code translated again; without it a program
+// reuses what the previous run translated. Measured here (median of 200
+// runs from a Go process in the guest, -cpu max -smp 2), per program
+// start: ipset --version 41-50 ms -> 11.5-14 ms, iptables-legacy
+// --version 35-43 ms -> 11-13 ms, a static busybox true 5-7 ms either way.
+// LD_BIND_NOW, dropping LD_LIBRARY_PATH for the ld.so cache, and the CPU
+// model or translation cache size changed nothing beyond the noise:
+//
+//	KPSIM_VM_PROGSTART='cpu=max,env=norandom+bindnow+noldlp+nocache;cpu=qemu64,env=norandom;cpu=max,tb=256,env=norandom' \
+//	  go test ./vm -run TestPrivilegedVMProgramStart -v -timeout 60m
+//
+// The guest is a throwaway test machine with no network, so randomisation
+// protects nothing there; the programs are unchanged.
+const guestKernelArgs = "console=ttyS0 panic=-1 loglevel=4 mitigations=off norandmaps rdinit=/init"
+
+func (m machine) cpuArg() string {
+	switch {
+	case m.accel == "kvm":
+		return "host"
+	case m.cpu != "":
+		return m.cpu
+	default:
+		return DefaultTCGCPU
+	}
+}
+
+func (m machine) accelArg() string {
+	if m.accel == "tcg" && m.tbSizeMiB > 0 {
+		return "tcg,tb-size=" + strconv.Itoa(m.tbSizeMiB)
+	}
+	return m.accel
+}
+
 // qemuArgs: no network device, no default devices, the console on the
 // first serial port (qemu's stdout), the output disk as virtio-blk.
-func qemuArgs(k *Kernel, initrd, disk, accel string, memMiB, cpus int) []string {
-	cpu := "max"
-	if accel == "kvm" {
-		cpu = "host"
-	}
+func qemuArgs(k *Kernel, initrd, disk string, m machine) []string {
 	args := []string{
 		"-nodefaults", "-no-user-config", "-nic", "none",
 		"-display", "none", "-monitor", "none", "-serial", "stdio",
 		"-no-reboot",
-		"-accel", accel, "-cpu", cpu,
-		"-m", strconv.Itoa(memMiB), "-smp", strconv.Itoa(cpus),
+		"-accel", m.accelArg(), "-cpu", m.cpuArg(),
+		"-m", strconv.Itoa(m.memMiB), "-smp", strconv.Itoa(m.cpus),
 		"-kernel", k.Vmlinuz, "-initrd", initrd,
-		"-append", "console=ttyS0 panic=-1 loglevel=4 mitigations=off rdinit=/init",
+		"-append", guestKernelArgs,
 	}
 	if disk != "" {
 		args = append(args, "-drive", "file="+disk+",format=raw,if=virtio,cache=unsafe")

@@ -217,3 +217,40 @@ func TestResolveModulesCachedKernel(t *testing.T) {
 		t.Errorf("dummy args = %q", a)
 	}
 }
+
+func TestQEMUArgs(t *testing.T) {
+	k := &Kernel{Vmlinuz: "/k/vmlinuz"}
+	for _, tc := range []struct {
+		name       string
+		m          machine
+		accel, cpu string
+	}{
+		{"tcg default", machine{accel: "tcg", memMiB: 1024, cpus: 2}, "tcg", DefaultTCGCPU},
+		{"tcg options", machine{accel: "tcg", cpu: "qemu64", tbSizeMiB: 512, memMiB: 1024, cpus: 2}, "tcg,tb-size=512", "qemu64"},
+		{"kvm takes the host's CPU", machine{accel: "kvm", cpu: "qemu64", tbSizeMiB: 512, memMiB: 256, cpus: 1}, "kvm", "host"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := qemuArgs(k, "/w/initrd.img", "", tc.m)
+			got := map[string]string{}
+			for i := 0; i+1 < len(args); i++ {
+				if strings.HasPrefix(args[i], "-") {
+					got[args[i]] = args[i+1]
+				}
+			}
+			want := map[string]string{"-accel": tc.accel, "-cpu": tc.cpu, "-append": guestKernelArgs}
+			for flag, v := range want {
+				if got[flag] != v {
+					t.Errorf("%s %q, want %q (args %q)", flag, got[flag], v, args)
+				}
+			}
+			if tc.m.accelArg() != tc.accel || tc.m.cpuArg() != tc.cpu {
+				t.Errorf("accelArg, cpuArg = %q, %q; want %q, %q", tc.m.accelArg(), tc.m.cpuArg(), tc.accel, tc.cpu)
+			}
+		})
+	}
+	// Program starts in the guest cost 3-4x more with address space
+	// randomisation under TCG (guestKernelArgs).
+	if !strings.Contains(guestKernelArgs, "norandmaps") {
+		t.Errorf("guest kernel args %q lack norandmaps", guestKernelArgs)
+	}
+}
