@@ -43,9 +43,9 @@ type Options struct {
 	// CPU is qemu's -cpu model under TCG; default DefaultTCGCPU. Under
 	// KVM the guest gets the host's CPU ("host").
 	CPU string
-	// TBSizeMiB is TCG's translation cache (-accel tcg,tb-size=N); 0
-	// leaves qemu's default.
-	TBSizeMiB int
+	// TCGOptions are appended to -accel tcg (for example
+	// "tb-size=512,thread=single"); empty leaves qemu's defaults.
+	TCGOptions string
 	// Kpsim is the binary the guest runs as the node; default this
 	// executable. Dynamically linked binaries get their libraries copied.
 	Kpsim string
@@ -536,21 +536,22 @@ func createSparse(p string, size int64) error {
 
 // machine is what qemu emulates.
 type machine struct {
-	accel     string // "kvm" or "tcg"
-	cpu       string // -cpu under TCG; "" is DefaultTCGCPU
-	tbSizeMiB int    // TCG translation cache; 0 is qemu's default
-	memMiB    int
-	cpus      int
+	accel   string // "kvm" or "tcg"
+	cpu     string // -cpu under TCG; "" is DefaultTCGCPU
+	tcgOpts string // appended to -accel tcg
+	memMiB  int
+	cpus    int
 }
 
 func (n *Node) machine() machine {
-	return machine{accel: n.info.Accel, cpu: n.opts.CPU, tbSizeMiB: n.opts.TBSizeMiB, memMiB: n.opts.MemoryMiB, cpus: n.opts.CPUs}
+	return machine{accel: n.info.Accel, cpu: n.opts.CPU, tcgOpts: n.opts.TCGOptions, memMiB: n.opts.MemoryMiB, cpus: n.opts.CPUs}
 }
 
 // DefaultTCGCPU is the CPU model under software emulation. Models
-// without AVX (qemu64, Nehalem) and a translation cache of 256 or 1024 MiB
-// instead of qemu 7.2's default measured the same per program start, within
-// the noise (see guestKernelArgs for the command).
+// without AVX (qemu64, Nehalem), a translation cache of 256 or 1024 MiB
+// instead of qemu 7.2's default, and thread=single measured the same per
+// program start, within the noise; -smp 1 doubled it (see guestKernelArgs
+// for the command).
 const DefaultTCGCPU = "max"
 
 // guestKernelArgs is the guest kernel's command line.
@@ -585,8 +586,8 @@ func (m machine) cpuArg() string {
 }
 
 func (m machine) accelArg() string {
-	if m.accel == "tcg" && m.tbSizeMiB > 0 {
-		return "tcg,tb-size=" + strconv.Itoa(m.tbSizeMiB)
+	if m.accel == "tcg" && m.tcgOpts != "" {
+		return "tcg," + m.tcgOpts
 	}
 	return m.accel
 }

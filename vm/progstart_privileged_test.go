@@ -19,8 +19,9 @@ import (
 // there (kube-proxy runs one ipset program per call). A measurement, not a
 // check: it runs only when KPSIM_VM_PROGSTART lists the qemu machines to
 // try, separated by ';', each a comma-separated list of cpu=MODEL,
-// tb=MiB, smp=N and env=V1+V2 (also time the programs in these variants
-// of progStartVariants). For example, as root:
+// tb=MiB, tcg=OPT+OPT (more -accel tcg options), smp=N and env=V1+V2
+// (also time the programs in these variants of progStartVariants). For
+// example, as root:
 //
 //	KPSIM_VM_PROGSTART='cpu=max,env=norandom+bindnow;cpu=Nehalem;cpu=max,tb=256' \
 //	  go test ./vm -run TestPrivilegedVMProgramStart -v -timeout 60m
@@ -185,7 +186,9 @@ func TestPrivilegedVMProgramStart(t *testing.T) {
 			case "cpu":
 				opts.CPU = strings.ReplaceAll(v, "+", ",")
 			case "tb":
-				opts.TBSizeMiB, err = strconv.Atoi(v)
+				opts.TCGOptions = strings.TrimPrefix(opts.TCGOptions+",tb-size="+v, ",")
+			case "tcg":
+				opts.TCGOptions = strings.TrimPrefix(opts.TCGOptions+","+strings.ReplaceAll(v, "+", ","), ",")
 			case "smp":
 				opts.CPUs, err = strconv.Atoi(v)
 			case "env":

@@ -226,8 +226,8 @@ func TestQEMUArgs(t *testing.T) {
 		accel, cpu string
 	}{
 		{"tcg default", machine{accel: "tcg", memMiB: 1024, cpus: 2}, "tcg", DefaultTCGCPU},
-		{"tcg options", machine{accel: "tcg", cpu: "qemu64", tbSizeMiB: 512, memMiB: 1024, cpus: 2}, "tcg,tb-size=512", "qemu64"},
-		{"kvm takes the host's CPU", machine{accel: "kvm", cpu: "qemu64", tbSizeMiB: 512, memMiB: 256, cpus: 1}, "kvm", "host"},
+		{"tcg options", machine{accel: "tcg", cpu: "qemu64", tcgOpts: "tb-size=512", memMiB: 1024, cpus: 2}, "tcg,tb-size=512", "qemu64"},
+		{"kvm takes the host's CPU", machine{accel: "kvm", cpu: "qemu64", tcgOpts: "tb-size=512", memMiB: 256, cpus: 1}, "kvm", "host"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := qemuArgs(k, "/w/initrd.img", "", tc.m)
