@@ -67,7 +67,8 @@ func (r *run) startNode(p point, in node.Input, m scenarios.ModeSpec, logName st
 			}
 			info := vr.VM
 			placement = &reports.Placement{Kernel: scenarios.KernelVM, KernelRelease: info.KernelVersion, KernelPackage: info.KernelPackage,
-				Accel: info.Accel, AccelNote: info.AccelNote, BootSeconds: info.BootSeconds, TotalSeconds: info.TotalSeconds}
+				Accel: info.Accel, AccelNote: info.AccelNote, BootSeconds: info.BootSeconds, TotalSeconds: info.TotalSeconds,
+				QEMUAccel: info.QEMUAccel, QEMUCPU: info.QEMUCPU, KernelArgs: info.KernelArgs}
 			return &vr.NodeResult, err
 		}
 	} else {

@@ -556,6 +556,12 @@ type Placement struct {
 	AccelNote     string  `json:"accelNote,omitempty"`
 	BootSeconds   float64 `json:"bootSeconds,omitempty"`
 	TotalSeconds  float64 `json:"totalSeconds,omitempty"`
+	// QEMUAccel and QEMUCPU are qemu's -accel and -cpu arguments, and
+	// KernelArgs the guest kernel's command line: what a VM timing depends
+	// on (norandmaps makes program starts about 4x cheaper under tcg).
+	QEMUAccel  string `json:"qemuAccel,omitempty"`
+	QEMUCPU    string `json:"qemuCPU,omitempty"`
+	KernelArgs string `json:"kernelArgs,omitempty"`
 }
 
 // LatencySample is one end-to-end network programming measurement.
