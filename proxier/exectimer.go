@@ -26,8 +26,9 @@ import (
 // PATH change.
 //
 // Each timed run costs the timer's own start-up, which lands in
-// kube-proxy's sync as "rest". addExecTimer measures it at start
-// (Tools.TimerOverhead) so reports can say how much.
+// kube-proxy's sync as "rest". TimerOverhead measures it, from the node
+// process (its program runs must not count as kube-proxy's CPU), so
+// reports can say how much.
 
 // ExecTimerName is the timer's file name; make build puts it beside kpsim.
 const ExecTimerName = "kpsim-exectimer"
@@ -103,29 +104,29 @@ func addExecTimer(ctx context.Context, opts Options, tools *Tools, names ...stri
 		os.RemoveAll(dir)
 	}()
 	tools.TimerDir = dir
-	tools.TimerOverhead, err = timerOverhead(ctx, opts.ExecTimer, dir)
-	if err != nil {
-		return nil, err
-	}
 	return t, nil
 }
 
-// timerOverhead is what the timer adds to one program run: the median of
+// TimerOverhead is what the timer adds to one program run: the median of
 // 21 runs of "true" through it minus the median of 21 direct runs,
-// alternating. Its log goes to a file of its own.
-func timerOverhead(ctx context.Context, timer, dir string) (time.Duration, error) {
+// alternating, in a directory of its own under parent (removed after).
+// It runs in the calling process: call it from the node, not from
+// kube-proxy's process, whose CPU figure counts the programs it runs.
+func TimerOverhead(ctx context.Context, timer, parent string) (time.Duration, error) {
 	real, err := exec.LookPath("true")
 	if err != nil {
 		return 0, fmt.Errorf("program timer calibration: %w", err)
 	}
-	wrapped := filepath.Join(dir, "calibrate", "true")
-	if err := os.MkdirAll(filepath.Dir(wrapped), 0o755); err != nil {
-		return 0, err
+	dir, err := os.MkdirTemp(parent, "kpsim-exectimer-calibrate-")
+	if err != nil {
+		return 0, fmt.Errorf("program timer calibration: %w", err)
 	}
+	defer os.RemoveAll(dir)
+	wrapped := filepath.Join(dir, "true")
 	if err := os.Symlink(timer, wrapped); err != nil {
 		return 0, err
 	}
-	env := append(os.Environ(), "KPSIM_EXECTIMER_true="+real, "KPSIM_EXECTIMER_LOG="+filepath.Join(dir, "calibrate", "runs.log"))
+	env := append(os.Environ(), "KPSIM_EXECTIMER_true="+real, "KPSIM_EXECTIMER_LOG="+filepath.Join(dir, "runs.log"))
 	var direct, timed []time.Duration
 	for range 21 {
 		for _, path := range []string{real, wrapped} {

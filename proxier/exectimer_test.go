@@ -66,8 +66,8 @@ esac
 	if want := "(kpsim-exectimer) -> " + filepath.Join(fakeDir, "nft"); !strings.HasSuffix(tools.Binaries["nft"], want) {
 		t.Errorf("Binaries[nft] = %q, want it to end in %q", tools.Binaries["nft"], want)
 	}
-	if tools.TimerOverhead <= 0 || tools.TimerOverhead > time.Second {
-		t.Errorf("TimerOverhead = %v, want a small positive cost", tools.TimerOverhead)
+	if d, err := TimerOverhead(ctx, timer, t.TempDir()); err != nil || d <= 0 || d > time.Second {
+		t.Errorf("TimerOverhead = %v, %v; want a small positive cost", d, err)
 	}
 
 	run := func(stdin string, args ...string) (string, error) {

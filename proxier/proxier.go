@@ -117,10 +117,8 @@ type Tools struct {
 	// proxier was started with Options.FaultPrograms.
 	FaultDir string `json:"faultDir,omitempty"`
 	// TimerDir holds the program timer's links (exectimer.go), first in
-	// PATH; TimerOverhead is what the timer adds to each run it times,
-	// measured when the proxier started.
-	TimerDir      string        `json:"timerDir,omitempty"`
-	TimerOverhead time.Duration `json:"timerOverhead,omitempty"`
+	// PATH.
+	TimerDir string `json:"timerDir,omitempty"`
 }
 
 // Mode is the proxy mode.

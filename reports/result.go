@@ -384,8 +384,8 @@ type ProgramTimer struct {
 	Programs []string `json:"programs,omitempty"`
 	// OverheadSeconds is what the timer adds to each run it times, counted
 	// in the sync's rest: the median of 21 runs of true through it minus
-	// the median of 21 direct runs, measured as kube-proxy started (the
-	// largest over its processes).
+	// the median of 21 direct runs, measured in the node (the harness's
+	// CPU) when kube-proxy first started in nftables mode.
 	OverheadSeconds float64 `json:"overheadSeconds,omitempty"`
 	// Missing says why nothing was timed.
 	Missing string `json:"missing,omitempty"`
