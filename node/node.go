@@ -171,10 +171,11 @@ func (n *node) run(ctx context.Context) error {
 	if err := n.startPods(); err != nil {
 		return err
 	}
-	n.res.ToolVersions = toolVersions(ctx, n.tools, modePrograms(n.s, *n.entry))
+	programs := modePrograms(n.s, *n.entry)
+	n.res.ToolVersions = toolVersions(ctx, n.tools, programs)
 	// The nft timer's own cost, measured here before kube-proxy starts:
 	// its program runs are the harness's, and no sync is running.
-	if timer := execTimerPath(); timer != "" && slices.Contains(modePrograms(n.s, *n.entry), "nft") {
+	if timer := execTimerPath(); timer != "" && slices.Contains(programs, "nft") {
 		d, err := proxier.TimerOverhead(ctx, timer, "/run")
 		if err != nil {
 			klog.Background().Error(err, "Measuring the program timer's cost")

@@ -260,26 +260,18 @@ func variantCountTable(r *Result) reportTable {
 			row := []string{e, c}
 			var cells []string
 			for _, v := range r.Variants {
-				lo, hi, n := 0, 0, 0
+				var xs []int
 				for _, m := range counts[key{e, v.Name}] {
-					x, ok := m[c]
-					if !ok {
-						continue
+					if x, ok := m[c]; ok {
+						xs = append(xs, x)
 					}
-					if n == 0 || x < lo {
-						lo = x
-					}
-					if n == 0 || x > hi {
-						hi = x
-					}
-					n++
 				}
 				cell := "-"
-				switch {
-				case n > 0 && lo == hi:
-					cell = fmt.Sprint(lo)
-				case n > 0:
-					cell = fmt.Sprintf("%d-%d", lo, hi)
+				if len(xs) > 0 {
+					cell = fmt.Sprint(slices.Min(xs))
+					if hi := slices.Max(xs); hi != slices.Min(xs) {
+						cell += fmt.Sprintf("-%d", hi)
+					}
 				}
 				cells = append(cells, cell)
 			}
