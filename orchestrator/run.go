@@ -128,18 +128,7 @@ func Run(ctx context.Context, file string, o Options) (*reports.Result, string, 
 		return res, r.main.dir, &Error{Missed, fmt.Errorf("interrupted: %w", ctx.Err())}
 	}
 	if !res.Passed {
-		var missed []string
-		for _, e := range res.Expectations {
-			if !e.Passed {
-				missed = append(missed, strings.TrimSpace(e.Name+" "+e.Mode))
-			}
-		}
-		for _, m := range res.Modes {
-			if m.Error != "" {
-				missed = append(missed, m.Name+" failed")
-			}
-		}
-		return res, r.main.dir, &Error{Missed, fmt.Errorf("expectations missed: %s", strings.Join(missed, ", "))}
+		return res, r.main.dir, &Error{Missed, fmt.Errorf("expectations missed:\n%s", missedText(res))}
 	}
 	return res, r.main.dir, nil
 }
@@ -390,4 +379,36 @@ func hostCheck(before *netns.HostSnapshot, snapErr error) reports.HostCheck {
 	}
 	diff := netns.Diff(before, after)
 	return reports.HostCheck{Checked: true, Unchanged: diff == "", Diff: diff}
+}
+
+// missedText lists, a line each, the expectations res missed and the
+// mode entries that failed, with what was measured and why, so that the
+// last lines of a run's output (all a CI log may keep) say what went
+// wrong. A long reason is cut; result.json has it whole.
+func missedText(res *reports.Result) string {
+	const most = 400
+	cut := func(s string) string {
+		s = strings.Join(strings.Fields(s), " ")
+		if len(s) > most {
+			s = s[:most] + " ... (result.json has the rest)"
+		}
+		return s
+	}
+	var b strings.Builder
+	for _, e := range res.Expectations {
+		if e.Passed {
+			continue
+		}
+		fmt.Fprintf(&b, "  %s: want %s, got %s", strings.TrimSpace(e.Name+" "+e.Mode), e.Want, e.Got)
+		if e.Detail != "" {
+			fmt.Fprintf(&b, ": %s", cut(e.Detail))
+		}
+		b.WriteByte('\n')
+	}
+	for _, m := range res.Modes {
+		if m.Error != "" {
+			fmt.Fprintf(&b, "  %s failed: %s\n", m.Name, cut(m.Error))
+		}
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kpsim/kpsim/reports"
 	"github.com/kpsim/kpsim/scenarios"
 )
 
@@ -142,5 +143,26 @@ func TestCompareOracleLearnedApart(t *testing.T) {
 	o := compareOracle(dir, m)
 	if !o.Equal || o.Learned != 2 || len(o.LearnedSample) != 2 {
 		t.Errorf("oracle = %+v, want equal with 2 learned items apart", o)
+	}
+}
+
+func TestMissedTextSaysWhy(t *testing.T) {
+	res := &reports.Result{
+		Expectations: []reports.Expectation{
+			{Name: "oracle", Mode: "ipvs", Want: "equal", Got: "different", Detail: "live table lacks\n  a rule"},
+			{Name: "syncP99", Mode: "nftables", Want: "<= 1s", Got: "200ms", Passed: true},
+		},
+		Modes: []reports.ModeResult{{Name: "ipvs", Error: strings.Repeat("x", 500)}},
+	}
+	got := missedText(res)
+	lines := strings.Split(got, "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want a line for the missed expectation and one for the failed mode, got:\n%s", got)
+	}
+	if want := "  oracle ipvs: want equal, got different: live table lacks a rule"; lines[0] != want {
+		t.Errorf("line 1 = %q, want %q", lines[0], want)
+	}
+	if !strings.HasPrefix(lines[1], "  ipvs failed: xxx") || !strings.HasSuffix(lines[1], "(result.json has the rest)") || len(lines[1]) > 460 {
+		t.Errorf("line 2 = %q, want the mode's error cut at 400 characters", lines[1])
 	}
 }
