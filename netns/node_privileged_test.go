@@ -43,3 +43,29 @@ func TestPrivilegedProbeDirect(t *testing.T) {
 		}
 	}
 }
+
+// TestPrivilegedProbeConntrackFlushes: the prober flushes the node's
+// conntrack table before the connections made since the last flush, by
+// any probe, would pass the batch, between batches only, and every
+// connection still gets its answer.
+func TestPrivilegedProbeConntrackFlushes(t *testing.T) {
+	requireRoot(t)
+	ep := netip.MustParseAddr("10.244.0.2")
+	in := fixtureInput{Pods: PodNetworkConfig{Ports: []Port{{TCP, 8080}}}, Endpoints: []netip.Addr{ep}}
+	target := netip.AddrPortFrom(ep, 8080)
+	for _, count := range []int{30, 30, 10, 120} {
+		in.Probes = append(in.Probes, ProbeSpec{From: ClientPod, Target: target, Protocol: TCP, Count: count, ConntrackBatch: 50})
+	}
+	// Since the last flush: 30; 30+30 > 50, flush, 30; 30+10 = 40; then
+	// batches of 50, 50, 20, each past 50 with what came before.
+	want := []int{0, 1, 0, 3}
+	out := runFixture(t, in)
+	for i, r := range out.Probes {
+		if r.OK != r.Spec.Count {
+			t.Errorf("probe %d: ok %d/%d, failures %v %v", i, r.OK, r.Spec.Count, r.Failures, r.FailureSample)
+		}
+		if r.ConntrackFlushes != want[i] {
+			t.Errorf("probe %d of %d connections: %d flushes, want %d", i, r.Spec.Count, r.ConntrackFlushes, want[i])
+		}
+	}
+}

@@ -80,6 +80,11 @@ type PodNetwork struct {
 	closed  bool
 
 	portCursor atomic.Uint64 // next probe source port (see Probe)
+
+	// The probes' conntrack entries in the node namespace (see Probe).
+	ctMu    sync.Mutex
+	ctBatch int // flush when entries would pass it; 0 until first read
+	ctSince int // connections since the last flush
 }
 
 // podNS is one pod namespace and its veth.

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,11 +35,15 @@ type ProbeSpec struct {
 	Rate float64 `json:"rate,omitempty"`
 	// Timeout per connection; default 2 s.
 	Timeout time.Duration `json:"timeout,omitempty"`
-	// ConntrackBatch is how many probes run between flushes of the node
-	// namespace's conntrack table (between batches, never mid-batch: a
-	// flush kills connections in flight). 0 means 20,000; negative never
-	// flushes. Keeps live entries far below nf_conntrack_max, and stops a
-	// reused source port from hitting an old entry (and its old endpoint).
+	// ConntrackBatch caps the probes' entries in the node namespace's
+	// conntrack table: before a batch that would take the connections
+	// made since the last flush (by every probe, to any target) past it,
+	// the table is flushed. Flushes fall between batches, never mid-batch,
+	// since a flush kills connections in flight. 0 means the node's
+	// default, min(20,000, nf_conntrack_max/2); negative never flushes
+	// (the probe still counts). Keeps live entries below nf_conntrack_max
+	// however many Services and steps are probed, and stops a reused
+	// source port from hitting an old entry (and its old endpoint).
 	ConntrackBatch int `json:"conntrackBatch,omitempty"`
 }
 
@@ -102,7 +108,7 @@ func (pn *PodNetwork) Probe(ctx context.Context, spec ProbeSpec) (ProbeResult, e
 		spec.Timeout = 2 * time.Second
 	}
 	if spec.ConntrackBatch == 0 {
-		spec.ConntrackBatch = 20000
+		spec.ConntrackBatch = pn.conntrackDefault()
 	}
 	res := ProbeResult{
 		Spec:          spec,
@@ -132,13 +138,14 @@ func (pn *PodNetwork) Probe(ctx context.Context, spec ProbeSpec) (ProbeResult, e
 	var mu sync.Mutex
 	start := time.Now()
 	for lo := 0; lo < spec.Count; lo += batch {
-		if lo > 0 && spec.ConntrackBatch > 0 {
-			if err := pn.env.FlushConntrack(); err != nil {
-				return res, fmt.Errorf("probe %s: %w", spec.Target, err)
-			}
+		hi := min(lo+batch, spec.Count)
+		flushed, err := pn.conntrackReserve(hi-lo, spec.ConntrackBatch)
+		if err != nil {
+			return res, fmt.Errorf("probe %s: %w", spec.Target, err)
+		}
+		if flushed {
 			res.ConntrackFlushes++
 		}
-		hi := min(lo+batch, spec.Count)
 		var next atomic.Int64
 		next.Store(int64(lo))
 		var wg sync.WaitGroup
@@ -170,6 +177,46 @@ func (pn *PodNetwork) Probe(ctx context.Context, spec ProbeSpec) (ProbeResult, e
 		res.ConnectionsPerSecond = float64(res.Sent) / res.Duration.Seconds()
 	}
 	return res, ctx.Err()
+}
+
+// conntrackDefaultMax is the most a probe batch may hold when
+// nf_conntrack_max cannot be read.
+const conntrackDefaultMax = 20000
+
+// conntrackDefault is ProbeSpec.ConntrackBatch's default:
+// min(20,000, nf_conntrack_max/2), nf_conntrack_max as this kernel has
+// it (a VM's guest sizes it from its memory: 8,192 at 1 GiB). Half, since
+// the table is shared with the end-to-end latency probes and any other
+// namespace. It is read at the first probe, when kube-proxy has loaded
+// nf_conntrack.
+func (pn *PodNetwork) conntrackDefault() int {
+	pn.ctMu.Lock()
+	defer pn.ctMu.Unlock()
+	if pn.ctBatch == 0 {
+		pn.ctBatch = conntrackDefaultMax
+		if b, err := os.ReadFile("/proc/sys/net/netfilter/nf_conntrack_max"); err == nil {
+			if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && v > 1 {
+				pn.ctBatch = min(conntrackDefaultMax, v/2)
+			}
+		}
+	}
+	return pn.ctBatch
+}
+
+// conntrackReserve accounts for n new connections before they are made,
+// and flushes the node namespace's conntrack table first when they would
+// take the connections since the last flush past limit (limit < 0: never).
+func (pn *PodNetwork) conntrackReserve(n, limit int) (flushed bool, err error) {
+	pn.ctMu.Lock()
+	defer pn.ctMu.Unlock()
+	if limit > 0 && pn.ctSince > 0 && pn.ctSince+n > limit {
+		if err := pn.env.FlushConntrack(); err != nil {
+			return false, err
+		}
+		pn.ctSince, flushed = 0, true
+	}
+	pn.ctSince += n
+	return flushed, nil
 }
 
 func (s ProbeSpec) validate() error {

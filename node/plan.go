@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kpsim/kpsim/reports"
+	"github.com/kpsim/kpsim/scenarios"
 )
 
 // ReachabilityConnections is what a probe step makes to each Service port
@@ -15,9 +16,10 @@ const ReachabilityConnections = 100
 // worked out: the node plans the step it runs with it, and the
 // orchestrator plans a step's conntrack load before anything is created.
 // eligible holds, per Service port that takes a share test, its number of
-// eligible endpoints. connections is the scenario's count (0: kpsim's).
+// eligible endpoints. connections is the scenario's count (0: kpsim's,
+// the count that gives the test powerFor names the designed power).
 // The plan is nil when no Service port takes a share test.
-func PlanConnections(alpha float64, connections int, eligible []int) (int, *reports.ProbePlan, error) {
+func PlanConnections(alpha float64, connections int, powerFor string, eligible []int) (int, *reports.ProbePlan, error) {
 	var shares [][]float64
 	for _, k := range eligible {
 		if k < 2 {
@@ -42,7 +44,14 @@ func PlanConnections(alpha float64, connections int, eligible []int) (int, *repo
 		return 0, nil, fmt.Errorf("planning probes: %w", err)
 	}
 	if connections == 0 {
-		connections = plan.ProbesPerService
+		switch powerFor {
+		case scenarios.PowerForService:
+			connections = plan.ServiceProbes
+		case scenarios.PowerForPooled:
+			connections = (plan.PooledProbes + plan.Services - 1) / plan.Services
+		default:
+			connections = plan.ProbesPerService
+		}
 	}
 	return connections, &plan, nil
 }

@@ -65,7 +65,11 @@ func (n *node) probe(ctx context.Context, index int, st scenarios.Step) error {
 	}
 	sd := reports.StepDistribution{Step: st.Name}
 	var err error
-	if sd.Connections, sd.Plan, err = PlanConnections(*n.s.Spec.Expectations.DistributionAlpha, p.Connections, eligible); err != nil {
+	connections := p.Connections
+	if n.inVM && p.VMConnections > 0 {
+		connections = p.VMConnections
+	}
+	if sd.Connections, sd.Plan, err = PlanConnections(*n.s.Spec.Expectations.DistributionAlpha, connections, p.PowerFor, eligible); err != nil {
 		return err
 	}
 	if sd.Plan != nil {

@@ -10,10 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/util/validation/field"
-
-	"github.com/kpsim/kpsim/node"
-	"github.com/kpsim/kpsim/reports"
 	"github.com/kpsim/kpsim/scenarios"
 )
 
@@ -89,9 +85,6 @@ const (
 
 // machine is what the limits depend on; readMachine fills it in.
 type machine struct {
-	// conntrackMax is nf_conntrack_max (DefaultConntrackMax if unread).
-	conntrackMax  int64
-	conntrackNote string
 	// memAvailable is MemAvailable in bytes (0: unknown, not checked).
 	memAvailable int64
 	// binaryBytes is the kpsim binary's size: the guest holds it in RAM.
@@ -99,16 +92,7 @@ type machine struct {
 }
 
 func readMachine() machine {
-	m := machine{conntrackMax: scenarios.DefaultConntrackMax, conntrackNote: "(read from /proc/sys/net/netfilter/nf_conntrack_max)"}
-	if b, err := os.ReadFile("/proc/sys/net/netfilter/nf_conntrack_max"); err == nil {
-		if v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && v > 0 {
-			m.conntrackMax = v
-		}
-	} else {
-		// No conntrack module loaded yet: the kernel sizes the table
-		// when it loads, at most this.
-		m.conntrackNote = "(unreadable here; the kernel's largest automatic size)"
-	}
+	var m machine
 	if f, err := os.Open("/proc/meminfo"); err == nil {
 		m.memAvailable = memAvailable(f)
 		f.Close()
@@ -136,63 +120,23 @@ func memAvailable(r io.Reader) int64 {
 	return 0
 }
 
-// guestConntrackMax is nf_conntrack_max as the kernel sizes it in a guest
-// of memMiB (nf_conntrack_init_start: one bucket per 16 KiB of RAM per
-// 8-byte list head, 65536 above 1 GiB, 262144 above 4 GiB, max factor 1).
-func guestConntrackMax(memMiB int) int64 {
-	b := int64(memMiB) << 20
-	switch {
-	case b > 4<<30:
-		return 262144
-	case b > 1<<30:
-		return 65536
-	}
-	return max(b/16384/8, 1024)
-}
-
 // checkLimits refuses, before anything is created, a scenario this
-// machine cannot hold: more conntrack entries than the budget, or node
-// memory beyond what is available. It says why and the largest size
-// that fits.
-func checkLimits(stderr io.Writer, file string, s *scenarios.Scenario, modes []scenarios.ModeSpec, placement map[string]string) error {
-	return checkLimitsOn(stderr, file, s, modes, placement, readMachine())
+// machine cannot hold: node memory beyond what is available. It says why
+// and the largest size that fits. (Conntrack needs no check: the prober
+// flushes the node's table before its probes could hold more than half
+// of nf_conntrack_max, netns.ProbeSpec.ConntrackBatch.)
+func checkLimits(file string, s *scenarios.Scenario, modes []scenarios.ModeSpec, placement map[string]string) error {
+	return checkLimitsOn(file, s, modes, placement, readMachine())
 }
 
-func checkLimitsOn(stderr io.Writer, file string, s *scenarios.Scenario, modes []scenarios.ModeSpec, placement map[string]string, m machine) error {
+func checkLimitsOn(file string, s *scenarios.Scenario, modes []scenarios.ModeSpec, placement map[string]string, m machine) error {
 	var errs []string
-	steps := field.NewPath("spec", "steps")
-	loads := s.ProbeLoads(autoConnections(s))
-	var host, vm bool
+	var vm bool
 	for _, md := range modes {
 		if placement[md.Name] == "vm" {
 			vm = true
-		} else {
-			host = true
 		}
 	}
-	if host {
-		if mf, ok := scenarios.CheckConntrack(loads, scenarios.ConntrackBudget(m.conntrackMax), scenarios.ProbeConntrackBatch); !ok {
-			e := mf.Error(steps, m.conntrackMax, m.conntrackNote)
-			errs = append(errs, e.Field+": "+e.ErrorBody())
-		}
-	}
-	if vm {
-		// The guest kernel sizes its table from the guest's memory
-		// (about 8,000 at 1 GiB). When it is full the kernel evicts
-		// closed connections (probes end with a reset), which is how
-		// the shipped 2000x10 probes (40,000 entries at once) ran in the
-		// VM with 39,956 of 40,000 answered; so this is a warning until
-		// the prober flushes between Service ports or the guest's init
-		// raises nf_conntrack_max. IPVS keeps its own connection table
-		// besides, bounded only by guest memory (a few hundred bytes an
-		// entry), which the memory estimate's headroom covers.
-		gmax := guestConntrackMax(guestMemoryMiB)
-		if mf, ok := scenarios.CheckConntrack(loads, scenarios.ConntrackBudget(gmax), scenarios.ProbeConntrackBatch); !ok {
-			fmt.Fprintf(stderr, "warning: %s: spec.steps[%d].probe: the probes can hold %d conntrack entries at once; a %d MiB VM's kernel sizes nf_conntrack_max at %d, so it will evict closed probe connections to make room (up to %d connections for this step stay within half of it)\n",
-				file, mf.Load.Step, mf.Peak, guestMemoryMiB, gmax, mf.Largest)
-		}
-	}
-
 	sz := s.Size()
 	var hostNeed int64
 	for _, md := range modes {
@@ -226,30 +170,4 @@ func checkLimitsOn(stderr io.Writer, file string, s *scenarios.Scenario, modes [
 		return environment(errors.New(b.String()))
 	}
 	return nil
-}
-
-// autoConnections is how many connections kpsim run makes to each
-// Service of a probe step whose count is automatic: the node's plan
-// (node.PlanConnections) for that many Services with equal shares over
-// the largest endpoint count (the node plans over the endpoints it
-// expects, at most that many), plus a round-robin round for IPVS.
-func autoConnections(s *scenarios.Scenario) func(p *scenarios.ProbeStep, services, endpoints int) int {
-	return func(p *scenarios.ProbeStep, services, endpoints int) int {
-		eligible := make([]int, services)
-		for i := range eligible {
-			eligible[i] = endpoints
-		}
-		alpha := reports.DefaultProbeDesign().Alpha
-		if a := s.Spec.Expectations.DistributionAlpha; a != nil {
-			alpha = *a
-		}
-		n, plan, err := node.PlanConnections(alpha, 0, eligible)
-		if err != nil {
-			return node.ReachabilityConnections
-		}
-		if plan != nil {
-			n += endpoints - 1
-		}
-		return n
-	}
 }

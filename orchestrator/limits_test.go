@@ -1,7 +1,6 @@
 package orchestrator
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +11,7 @@ import (
 
 // devMachine is the development machine the model was fitted on, less
 // generous: 4 GiB available.
-var devMachine = machine{conntrackMax: 262144, conntrackNote: "(test)", memAvailable: 4 << 30, binaryBytes: 140e6}
+var devMachine = machine{memAvailable: 4 << 30, binaryBytes: 140e6}
 
 func loadTestScenario(t *testing.T, file string, data []byte) *scenarios.Scenario {
 	t.Helper()
@@ -92,7 +91,7 @@ func TestLargestFit(t *testing.T) {
 }
 
 // TestShippedScenariosFit: every shipped scenario fits the development
-// machine; 2000x10 warns about the VM's small conntrack table.
+// machine.
 func TestShippedScenariosFit(t *testing.T) {
 	files, err := filepath.Glob("../scenarios/*.yaml")
 	if err != nil || len(files) == 0 {
@@ -101,12 +100,8 @@ func TestShippedScenariosFit(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			s := loadTestScenario(t, f, nil)
-			var warn bytes.Buffer
-			if err := checkLimitsOn(&warn, f, s, s.Spec.Modes, placements(s, "host"), devMachine); err != nil {
+			if err := checkLimitsOn(f, s, s.Spec.Modes, placements(s, "host"), devMachine); err != nil {
 				t.Errorf("refused: %v", err)
-			}
-			if filepath.Base(f) == "2000x10.yaml" && !strings.Contains(warn.String(), "conntrack") {
-				t.Errorf("no warning about the VM's conntrack table: %q", warn.String())
 			}
 		})
 	}
@@ -123,23 +118,9 @@ spec:
     - {name: probe, probe: {group: web, services: 100, connections: 1000}}
 `
 
-// autoScenario's second probe step leaves its count to the power
-// calculation: 50 Services of 10 endpoints take thousands each.
-const autoScenario = `apiVersion: kpsim.dev/v1alpha1
-kind: Scenario
-metadata: {name: auto}
-spec:
-  modes: [{mode: nftables}]
-  serviceGroups: [{name: web, count: 100, endpoints: 10}]
-  steps:
-    - {name: probe, probe: {group: web, services: 2, connections: 1000}}
-    - {name: probe-auto, probe: {group: web, services: 50}}
-`
-
 func TestLimitsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		scenario  string
 		m         machine
 		placement map[string]string
 		want      []string // substrings of the error; none: fits
@@ -147,51 +128,34 @@ func TestLimitsRefused(t *testing.T) {
 		{name: "fits", m: devMachine},
 		{
 			name: "memory",
-			m:    machine{conntrackMax: 262144, memAvailable: 500e6},
+			m:    machine{memAvailable: 500e6},
 			// iptables: 130 + 3000*95 KB + 30000*9.5 KB = 700 MB; the
 			// largest fit in 500-67 MB is (433-130)/0.19 MB = 1594.
 			want: []string{"mode iptables-legacy: its node needs an estimated 700 MB", "the largest Service count that fits is 1594", "mode nftables: its node needs an estimated 520 MB"},
 		},
 		{
 			name: "memory unknown is not checked",
-			m:    machine{conntrackMax: 262144},
-		},
-		{
-			name: "conntrack",
-			m:    machine{conntrackMax: 65536, conntrackNote: "(test)", memAvailable: 4 << 30},
-			// 100 x 1000 = 100,000 > 32768.
-			want: []string{"spec.steps[1].probe.connections: Invalid value: 1000", "up to 100000 conntrack entries", "budget of 32768, half of nf_conntrack_max 65536", "the largest connections for this step that fits is 327"},
-		},
-		{
-			name:      "automatic count over the budget",
-			scenario:  autoScenario,
-			m:         devMachine,
-			placement: map[string]string{"nftables": "host"},
-			want:      []string{"spec.steps[1].probe.connections: Invalid value: ", "automatic count: ", "Service ports: the probes would hold up to"},
+			m:    machine{},
 		},
 		{
 			name:      "VM: guest memory",
-			m:         machine{conntrackMax: 262144, memAvailable: 8 << 30, binaryBytes: 300e6},
+			m:         machine{memAvailable: 8 << 30, binaryBytes: 300e6},
 			placement: map[string]string{"iptables-legacy": "vm", "nftables": "host"},
 			want:      []string{"mode iptables-legacy: its node needs an estimated 700 MB", "more than the 605 MB a 1024 MiB VM leaves it", "the largest Service count that fits is 2505"},
 		},
 		{
 			name:      "VM: host memory for the guest",
-			m:         machine{conntrackMax: 262144, memAvailable: 1 << 30, binaryBytes: 100e6},
+			m:         machine{memAvailable: 1 << 30, binaryBytes: 100e6},
 			placement: map[string]string{"iptables-legacy": "host", "nftables": "vm"},
 			want:      []string{"a 1024 MiB VM needs about 1178 MB on the host"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.scenario == "" {
-				tc.scenario = limitsScenario
-			}
 			if tc.placement == nil {
 				tc.placement = map[string]string{"iptables-legacy": "host", "nftables": "host"}
 			}
-			s := loadTestScenario(t, "limits.yaml", []byte(tc.scenario))
-			var warn bytes.Buffer
-			err := checkLimitsOn(&warn, "limits.yaml", s, s.Spec.Modes, tc.placement, tc.m)
+			s := loadTestScenario(t, "limits.yaml", []byte(limitsScenario))
+			err := checkLimitsOn("limits.yaml", s, s.Spec.Modes, tc.placement, tc.m)
 			if len(tc.want) == 0 {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -217,13 +181,5 @@ func TestMemAvailable(t *testing.T) {
 	}
 	if got := memAvailable(strings.NewReader("MemTotal: 1 kB\n")); got != 0 {
 		t.Errorf("without MemAvailable: %d, want 0", got)
-	}
-}
-
-func TestGuestConntrackMax(t *testing.T) {
-	for mib, want := range map[int]int64{1024: 8192, 256: 2048, 2048: 65536, 8192: 262144, 64: 1024} {
-		if got := guestConntrackMax(mib); got != want {
-			t.Errorf("%d MiB: %d, want %d", mib, got, want)
-		}
 	}
 }

@@ -101,7 +101,7 @@ func Run(ctx context.Context, file string, o Options) (*reports.Result, string, 
 	if r.placement, err = place(o.Stderr, s, r.modes, host, o.Kernel); err != nil {
 		return nil, "", err
 	}
-	if err := checkLimits(o.Stderr, file, s, r.modes, r.placement); err != nil {
+	if err := checkLimits(file, s, r.modes, r.placement); err != nil {
 		return nil, "", err
 	}
 	if !host.Root {

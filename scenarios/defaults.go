@@ -97,6 +97,7 @@ func Default(s *Scenario) {
 		defaultLifecycle(st)
 		if p := st.Probe; p != nil {
 			setString(&p.From, FromPod)
+			setString(&p.PowerFor, PowerForBoth)
 			if p.From == FromExternal {
 				setString(&p.Target, TargetNodePort)
 			}

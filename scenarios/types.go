@@ -474,14 +474,32 @@ type ProbeStep struct {
 	// Services is how many Services to sample. 0 means all of them.
 	Services int `yaml:"services,omitempty" json:"services,omitempty"`
 	// Connections per sampled Service. 0 means: as many as the
-	// distribution test's power calculation asks for.
+	// distribution test's power calculation asks for (see PowerFor).
 	Connections int `yaml:"connections,omitempty" json:"connections,omitempty"`
+	// PowerFor says which test an automatic count (connections 0) gives
+	// the designed power (0.9): service, each Service's own test (a +20%
+	// excess on one endpoint; about 9,000 connections a Service of 10
+	// endpoints among 20), pooled, the test pooled by chain position (a
+	// +2% excess; about a million connections in all at 10 endpoints),
+	// or both (the default, the larger of the two).
+	PowerFor string `yaml:"powerFor,omitempty" json:"powerFor,omitempty"`
+	// VMConnections, when set, replaces the count for modes that run in
+	// a VM, where software emulation makes each connection about 30
+	// times as slow. The report gives the power either count reaches.
+	VMConnections int `yaml:"vmConnections,omitempty" json:"vmConnections,omitempty"`
 	// From is pod, external or node. Default pod.
 	From string `yaml:"from,omitempty" json:"from"`
 	// Target is clusterIP, nodePort or loadBalancer. Default clusterIP
 	// (nodePort from external clients).
 	Target string `yaml:"target,omitempty" json:"target"`
 }
+
+// ProbeStep.PowerFor values.
+const (
+	PowerForBoth    = "both"
+	PowerForService = "service"
+	PowerForPooled  = "pooled"
+)
 
 // Probe targets.
 const (

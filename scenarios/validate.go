@@ -70,7 +70,6 @@ func validate(s *Scenario) field.ErrorList {
 	errs = append(errs, v.variants(spec)...)
 	if len(errs) == 0 {
 		errs = append(errs, v.capacity(spec)...)
-		errs = append(errs, v.conntrack(spec)...)
 	}
 	return errs
 }
@@ -536,6 +535,14 @@ func (v *validator) steps(p *field.Path) field.ErrorList {
 			}
 			if pr.Connections < 0 {
 				errs = append(errs, field.Invalid(pp.Child("connections"), pr.Connections, "must not be negative (0 lets the power calculation decide)"))
+			}
+			if pr.VMConnections < 0 {
+				errs = append(errs, field.Invalid(pp.Child("vmConnections"), pr.VMConnections, "must not be negative (0 takes connections)"))
+			}
+			if powers := []string{PowerForBoth, PowerForService, PowerForPooled}; !slices.Contains(powers, pr.PowerFor) {
+				errs = append(errs, field.NotSupported(pp.Child("powerFor"), pr.PowerFor, powers))
+			} else if pr.PowerFor != PowerForBoth && pr.Connections > 0 {
+				errs = append(errs, field.Invalid(pp.Child("powerFor"), pr.PowerFor, "plans the automatic count, but connections sets the count: leave connections out (0)"))
 			}
 			froms := []string{FromPod, FromExternal, FromNode}
 			if !slices.Contains(froms, pr.From) {
