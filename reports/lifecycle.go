@@ -55,8 +55,13 @@ type Lifecycle struct {
 	Repaired             bool    `json:"repaired"`
 	RepairSeconds        float64 `json:"repairSeconds,omitempty"`
 	RepairTimeoutSeconds float64 `json:"repairTimeoutSeconds,omitempty"`
-	// RepairSyncs are the syncs kube-proxy ran between the tamper and the
-	// repair (or the timeout); RepairFull how many were full.
+	// RepairedBeforeFirstRead: the rules were back at kpsim's first read
+	// after the tamper, so RepairSeconds is that read's end (in a VM a
+	// read takes seconds, and IPVS mode syncs every syncPeriod).
+	RepairedBeforeFirstRead bool `json:"repairedBeforeFirstRead,omitempty"`
+	// RepairSyncs are the syncs kube-proxy began between the tamper and
+	// the repair (or the timeout) that had ended shortly after it;
+	// RepairFull how many were full.
 	RepairSyncs int `json:"repairSyncs,omitempty"`
 	RepairFull  int `json:"repairFull,omitempty"`
 	// Unrepaired is a sample of the difference left at the timeout.

@@ -138,6 +138,8 @@ func lifecycleResult(lc *Lifecycle) string {
 			parts = append(parts, shortCommands(lc.Tamper))
 		}
 		switch {
+		case lc.Repaired && lc.RepairedBeforeFirstRead:
+			parts = append(parts, fmt.Sprintf("repaired within %s, before kpsim's first read (%s)", seconds(lc.RepairSeconds), repairSyncs(lc)))
 		case lc.Repaired:
 			parts = append(parts, fmt.Sprintf("repaired within %s (%s)", seconds(lc.RepairSeconds), repairSyncs(lc)))
 		case lc.Error == "" && lc.RepairTimeoutSeconds > 0:
@@ -176,7 +178,7 @@ func lifecycleResult(lc *Lifecycle) string {
 // repairSyncs counts the syncs between a tamper and its repair or timeout.
 func repairSyncs(lc *Lifecycle) string {
 	if lc.RepairSyncs == 0 {
-		return "no sync"
+		return "no sync seen"
 	}
 	return fmt.Sprintf("%d syncs, %d full", lc.RepairSyncs, lc.RepairFull)
 }

@@ -158,7 +158,7 @@ func TestLifecycleMarkdown(t *testing.T) {
 		{"tamper-2", "while down/tampered", "14/0/24"},
 		{"tamper-2", "result", "iptables-legacy -w -t nat -F KUBE-SERVICES; repaired within 1.2s (2 syncs, 1 full)"},
 		{"flush-filter (tamper)", "probes failed/stale/sent", "-"},
-		{"flush-filter (tamper)", "result", "iptables-legacy -w -t filter -F (+1 more); not repaired within 14s (no sync)"},
+		{"flush-filter (tamper)", "result", "iptables-legacy -w -t filter -F (+1 more); not repaired within 14s (no sync seen)"},
 		{"migrate-4", "mode", "iptables (legacy) -&gt; nftables"},
 		{"migrate-4", "gap", "950ms"},
 		{"migrate-4", "result", "startup cleanup (iptables, ipvs) 200ms; left: 2 iptables-legacy/chains, 7 iptables-legacy/rules"},
@@ -364,5 +364,16 @@ func TestLifecycleExpectations(t *testing.T) {
 		if got[i].Passed != want {
 			t.Errorf("%s: passed %v, want %v (%s)", got[i].Name, got[i].Passed, want, got[i].Got)
 		}
+	}
+}
+
+// TestLifecycleRepairedBeforeFirstRead: a tamper kube-proxy had undone by
+// the end of kpsim's first read says so, since its time is that read's.
+func TestLifecycleRepairedBeforeFirstRead(t *testing.T) {
+	lc := &Lifecycle{Step: "delete-virtual-server", Action: "tamper", Tamper: []string{"ipvsadm -D -t 10.96.0.11:80 (netlink)"},
+		Repaired: true, RepairSeconds: 2.1, RepairedBeforeFirstRead: true, RepairSyncs: 1, RepairFull: 1}
+	want := "ipvsadm -D -t 10.96.0.11:80 (netlink); repaired within 2.1s, before kpsim's first read (1 syncs, 1 full)"
+	if got := lifecycleResult(lc); got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
