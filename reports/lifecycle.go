@@ -60,8 +60,9 @@ type Lifecycle struct {
 	// read takes seconds, and IPVS mode syncs every syncPeriod).
 	RepairedBeforeFirstRead bool `json:"repairedBeforeFirstRead,omitempty"`
 	// RepairSyncs are the syncs kube-proxy began between the tamper and
-	// the repair (or the timeout) that had ended shortly after it;
-	// RepairFull how many were full.
+	// the repair (or the timeout) that had ended by the step's end
+	// (a short tail after the repair); RepairFull how many were full. A
+	// repair with none was made by a sync still running then.
 	RepairSyncs int `json:"repairSyncs,omitempty"`
 	RepairFull  int `json:"repairFull,omitempty"`
 	// Unrepaired is a sample of the difference left at the timeout.

@@ -377,3 +377,13 @@ func TestLifecycleRepairedBeforeFirstRead(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// TestLifecycleRepairedBySyncStillRunning: a repair with no sync ended
+// by the step's end was made by one still running, not by none.
+func TestLifecycleRepairedBySyncStillRunning(t *testing.T) {
+	lc := &Lifecycle{Action: "tamper", Tamper: []string{"ipvsadm -D -t 10.96.0.21:80 (netlink)"}, Repaired: true, RepairSeconds: 2.56}
+	want := "ipvsadm -D -t 10.96.0.21:80 (netlink); repaired within 2.56s (by a sync that had not ended when the step did)"
+	if got := lifecycleResult(lc); got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
