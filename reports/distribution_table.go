@@ -48,7 +48,8 @@ func distributionTable(r *Result) reportTable {
 	if low {
 		t.Notes = append(t.Notes, "A power below 0.9 means the test would often miss the skew it is designed for: "+
 			"read a pass there as 'no large skew seen', not as evidence of an even spread. More connections per Service "+
-			"(probe.connections) raise it.")
+			"raise it: leave probe.connections out for the count that gives the test probe.powerFor names (service, pooled "+
+			"or both) power 0.9.")
 	}
 	return t
 }

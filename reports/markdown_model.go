@@ -56,8 +56,9 @@ var methodNotes = []methodNote{
 		"stray = replies from an endpoint the API state and kube-proxy's semantics do not allow for that probe."},
 	{"distribution", "per probe step: Pearson chi-square of per-endpoint counts against equal shares of the " +
 		"eligible endpoints, Holm-corrected across Services, plus a test pooled by chain position; the " +
-		"probe count comes from a power calculation (power 0.9 for +20% on one endpoint and +2% at one " +
-		"position) unless the scenario sets it; rule-implied shares are computed exactly from the live rules."},
+		"probe count comes from a power calculation (power 0.9 for +20% on one endpoint, +2% at one " +
+		"position, or both: the probe step's powerFor) unless the scenario sets it (connections, and " +
+		"vmConnections for modes in a VM); rule-implied shares are computed exactly from the live rules."},
 	{"oracle", "after churn, the node's dataplane, normalized, against what a fresh proxier of the same mode " +
 		"builds from the final API state in one full sync in a second node process."},
 	{"kube-proxy cpu, rss", "getrusage(2) read inside kube-proxy's own process in the node (the upstream proxier, its " +
