@@ -37,7 +37,7 @@ func distributionTable(r *Result) reportTable {
 			}
 			pooled := "-"
 			if p := rep.Pooled; p != nil {
-				pooled = fmt.Sprintf("%s (p %.3g)", p.Verdict, p.AdjustedPValue)
+				pooled = fmt.Sprintf("%s (p %.3g, Bonferroni-adjusted %.3g)", p.Verdict, p.PValue, p.AdjustedPValue)
 			}
 			sp, pp := powerCell(sd.ServicePower), powerCell(sd.PooledPower)
 			low = low || (sd.ServicePower > 0 && sd.ServicePower < 0.9) || (sd.PooledPower > 0 && sd.PooledPower < 0.9)

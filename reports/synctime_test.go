@@ -127,15 +127,15 @@ func TestListReplayFailedNote(t *testing.T) {
 // power marked and explained.
 func TestDistributionTable(t *testing.T) {
 	rep := &DistributionReport{Services: []ServiceDistribution{{Verdict: VerdictOK}, {Verdict: VerdictSkewed}, {Verdict: VerdictUntested}},
-		Pooled: &PooledDistribution{Verdict: VerdictOK, AdjustedPValue: 0.5}}
+		Pooled: &PooledDistribution{Verdict: VerdictOK, PValue: 0.25, AdjustedPValue: 0.5}}
 	r := &Result{Modes: []ModeResult{
 		{Name: "iptables-legacy", Mode: "iptables", Distributions: []StepDistribution{{Step: "probe", Connections: 9000, ServicePower: 0.93, PooledPower: 0.0034, Report: rep}}},
 		{Name: "nftables", Mode: "nftables", Distributions: []StepDistribution{{Step: "probe", Connections: 9000, ServicePower: 0.95, PooledPower: 0.91, Report: rep}}},
 	}}
 	tbl := distributionTable(r)
 	want := [][]string{
-		{"nftables", "probe", "2 x 9000", "FLAGGED 1 of 2", "0.95", "ok (p 0.5)", "0.91"},
-		{"iptables-legacy", "probe", "2 x 9000", "FLAGGED 1 of 2", "0.93", "ok (p 0.5)", "0.0034 (low)"},
+		{"nftables", "probe", "2 x 9000", "FLAGGED 1 of 2", "0.95", "ok (p 0.25, Bonferroni-adjusted 0.5)", "0.91"},
+		{"iptables-legacy", "probe", "2 x 9000", "FLAGGED 1 of 2", "0.93", "ok (p 0.25, Bonferroni-adjusted 0.5)", "0.0034 (low)"},
 	}
 	if d := cmp.Diff(want, tbl.Rows); d != "" {
 		t.Errorf("rows (-want +got):\n%s", d)
