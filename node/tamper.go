@@ -74,8 +74,8 @@ func (n *node) tamper(ctx context.Context, i int, st scenarios.Step) error {
 			// Unchanged at kpsim's first read: kube-proxy repaired it
 			// before the read ended (IPVS mode's periodic sync can, and
 			// a read in a VM takes seconds). A sync that repairs may end
-			// after the read, so no sync need be seen yet. (A tamper that
-			// found nothing to change failed in its own command.)
+			// after the read, so no sync need be seen yet. (A tamper
+			// whose target is missing fails in its own command.)
 			lc.RepairedBeforeFirstRead = first
 			seen = time.Now()
 			lc.Repaired, lc.RepairSeconds = true, seen.Sub(at).Seconds()
