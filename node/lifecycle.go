@@ -229,6 +229,9 @@ func (n *node) startAgain(ctx context.Context, index int, lc *reports.Lifecycle,
 	if err != nil {
 		return err
 	}
+	if in := n.proxier.Inputs(); n.ms.Mode == scenarios.ModeNFTables && len(in.ServiceCIDRs) > 0 {
+		lc.ServiceCIDRs, lc.ServiceCIDRsReceived = in.ServiceCIDRs, in.ServiceCIDRsAt
+	}
 	if syncs := n.proxier.Syncs(); len(syncs) > 0 {
 		first := reportSync(syncs[0], len(n.past))
 		lc.FirstSync = &first

@@ -38,6 +38,12 @@ type Lifecycle struct {
 	// Startup is the new kube-proxy's startup cleanup of other modes'
 	// leftovers.
 	Startup *LeftoverCleanup `json:"startup,omitempty"`
+	// ServiceCIDRs and ServiceCIDRsReceived: when a new nftables
+	// kube-proxy was handed the ServiceCIDRs (ModeResult.Startup's
+	// fields for a process started by this step), so that a first sync
+	// before them is reported as at a cold start.
+	ServiceCIDRs         []string  `json:"serviceCIDRs,omitempty"`
+	ServiceCIDRsReceived time.Time `json:"serviceCIDRsReceived,omitzero"`
 	// Leftovers name the old mode's state still in the node after a
 	// migration (chains, tables, ipsets, IPVS virtual servers, the dummy
 	// interface), and LeftoverCounts count it by kind.

@@ -60,7 +60,7 @@ func (m *ModeResult) TopologyLate() (late bool, after time.Duration, ok bool) {
 	if st == nil || len(st.TopologyLabels) == 0 {
 		return false, 0, false
 	}
-	return m.firstSyncBefore(st.TopologyReceived)
+	return m.firstSyncBefore(st.TopologyReceived, 0)
 }
 
 // ServiceCIDRsLate is TopologyLate for the ServiceCIDRs, in nftables mode:
@@ -71,20 +71,31 @@ func (m *ModeResult) ServiceCIDRsLate() (late bool, after time.Duration, ok bool
 	if st == nil || m.Mode != "nftables" || len(st.ServiceCIDRs) == 0 {
 		return false, 0, false
 	}
-	return m.firstSyncBefore(st.ServiceCIDRsReceived)
+	return m.firstSyncBefore(st.ServiceCIDRsReceived, 0)
 }
 
-// firstSyncBefore says whether the first successful sync began before
-// received, and if so how long after it ended the first sync that began
-// after received ended (ok false: none did).
-func (m *ModeResult) firstSyncBefore(received time.Time) (late bool, after time.Duration, ok bool) {
+// ServiceCIDRsLateAfter is ServiceCIDRsLate for the nftables kube-proxy a
+// restart or migration started (lc.FirstSync.Process), over that
+// process's syncs.
+func (m *ModeResult) ServiceCIDRsLateAfter(lc *Lifecycle) (late bool, after time.Duration, ok bool) {
+	if lc.FirstSync == nil || len(lc.ServiceCIDRs) == 0 {
+		return false, 0, false
+	}
+	return m.firstSyncBefore(lc.ServiceCIDRsReceived, lc.FirstSync.Process)
+}
+
+// firstSyncBefore says whether kube-proxy process number process's first
+// successful sync began before received, and if so how long after it
+// ended the first sync that began after received ended (ok false: none
+// did).
+func (m *ModeResult) firstSyncBefore(received time.Time, process int) (late bool, after time.Duration, ok bool) {
 	if received.IsZero() {
 		return false, 0, false
 	}
 	var first *Sync
 	for i := range m.Syncs {
 		s := &m.Syncs[i]
-		if !s.Succeeded {
+		if !s.Succeeded || s.Process != process {
 			continue
 		}
 		if first == nil {
@@ -127,14 +138,13 @@ func startupNotes(r *Result) []string {
 			out = append(out, n)
 		}
 		if late, after, ok := m.ServiceCIDRsLate(); late {
-			n := fmt.Sprintf("%s: kube-proxy's first sync began before it was handed the ServiceCIDRs (%s), so it programmed no rule dropping traffic to unallocated ClusterIPs, and OnServiceCIDRsChanged queues no sync: the rule waits for a sync for another reason, at the latest an hour later (FullSyncPeriod); ",
-				m.Name, strings.Join(m.Startup.ServiceCIDRs, ", "))
-			if ok {
-				n += fmt.Sprintf("here one ended %s after the first.", seconds(after.Seconds()))
-			} else {
-				n += "no later sync in this run had them."
+			out = append(out, serviceCIDRsLateNote(m.Name+": kube-proxy's", m.Startup.ServiceCIDRs, after, ok))
+		}
+		for j := range m.Lifecycle {
+			lc := &m.Lifecycle[j]
+			if late, after, ok := m.ServiceCIDRsLateAfter(lc); late {
+				out = append(out, serviceCIDRsLateNote(fmt.Sprintf("%s, step %s: the new kube-proxy's", m.Name, lc.Step), lc.ServiceCIDRs, after, ok))
 			}
-			out = append(out, n)
 		}
 	}
 	return out
@@ -146,4 +156,15 @@ func labelList(labels map[string]string) string {
 		kv = append(kv, k+"="+labels[k])
 	}
 	return strings.Join(kv, ", ")
+}
+
+// serviceCIDRsLateNote says that whose first sync came before the
+// ServiceCIDRs, and when (ok) a sync with them ended after it.
+func serviceCIDRsLateNote(whose string, cidrs []string, after time.Duration, ok bool) string {
+	n := fmt.Sprintf("%s first sync began before it was handed the ServiceCIDRs (%s), so it programmed no rule dropping traffic to unallocated ClusterIPs, and OnServiceCIDRsChanged queues no sync: the rule waits for a sync for another reason, at the latest an hour later (FullSyncPeriod); ",
+		whose, strings.Join(cidrs, ", "))
+	if ok {
+		return n + fmt.Sprintf("here one ended %s after the first.", seconds(after.Seconds()))
+	}
+	return n + "no later sync in this run had them."
 }

@@ -80,3 +80,48 @@ func TestStartupNoteNodeEventsHeld(t *testing.T) {
 		}
 	}
 }
+
+// TestServiceCIDRsLateAfterMigration: a migrated nftables kube-proxy whose
+// first sync came before its ServiceCIDRs is reported like a cold start,
+// over its own process's syncs only.
+func TestServiceCIDRsLateAfterMigration(t *testing.T) {
+	t0 := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	sync := func(start, end float64, process int) Sync {
+		return Sync{Start: at(start), End: at(end), Succeeded: true, Merged: 1, Full: true, Process: process}
+	}
+	cidrs := []string{"10.96.0.0/16"}
+	for _, tc := range []struct {
+		name     string
+		syncs    []Sync
+		received float64
+		notes    []string // substrings, one note each
+	}{
+		// Process 0 synced after 5 s, but it is not the migrated one.
+		{"late, no later sync of the new process", []Sync{sync(0, 1, 0), sync(6, 7, 0), sync(10, 11, 1)}, 12,
+			[]string{"nftables, step off-ipvs: the new kube-proxy's first sync began before it was handed the ServiceCIDRs (10.96.0.0/16)", "no later sync in this run had them"}},
+		{"late, a later sync had them", []Sync{sync(10, 11, 1), sync(13, 14, 1)}, 12, []string{"here one ended 3s after the first"}},
+		{"handed before the first sync", []Sync{sync(10, 11, 1)}, 9, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := tc.syncs[len(tc.syncs)-1]
+			for _, s := range tc.syncs {
+				if s.Process == 1 {
+					first = s
+					break
+				}
+			}
+			m := ModeResult{Name: "nftables", Mode: "nftables", Syncs: tc.syncs, Lifecycle: []Lifecycle{{Step: "off-ipvs", Action: "migrate",
+				FirstSync: &first, ServiceCIDRs: cidrs, ServiceCIDRsReceived: at(tc.received)}}}
+			notes := startupNotes(&Result{Modes: []ModeResult{m}})
+			if len(notes) != min(len(tc.notes), 1) {
+				t.Fatalf("notes %q, want %d", notes, min(len(tc.notes), 1))
+			}
+			for _, w := range tc.notes {
+				if !strings.Contains(notes[0], w) {
+					t.Errorf("note %q does not say %q", notes[0], w)
+				}
+			}
+		})
+	}
+}
