@@ -26,7 +26,8 @@ const DataPathMethod = "per datapath step, new TCP connections (socket, connect,
 	"rounds (rounds paired). Before each window of at most 20,000 connections (half of nf_conntrack_max in a small " +
 	"VM) the node's conntrack table is flushed, outside the window. The KUBE-SERVICES position of each sampled " +
 	"Service (iptables mode) is read from iptables-save at the step's start: kube-proxy v1.37 writes that chain in " +
-	"Go map order, so positions are random and change with every full sync."
+	"Go map order, so positions are random and change with every full sync. On a machine shared with other work, the " +
+	"dataplane's share of the pinned CPU's busy time (in the table) says how much of that CPU the measurement had."
 
 // UserHZ is the unit of CPUTicks: /proc/stat's USER_HZ, 100 on every
 // Linux architecture kpsim runs on.
@@ -198,8 +199,13 @@ type DataPathFigures struct {
 	// KernelResolutionMicros is one tick of /proc/stat per window, per
 	// connection: the rounding of one kind's kernel time.
 	KernelResolutionMicros float64 `json:"kernelResolutionMicros"`
-	// Busy is the pinned CPU's busy share over both kinds' windows.
-	Busy float64 `json:"busy"`
+	// Busy is the pinned CPU's busy share over both kinds' windows, and
+	// DataplaneShare the dataplane process's share of that busy time
+	// (its CPU time, all of it on that CPU, over the CPU's non-idle
+	// ticks): below 1, other work ran on the CPU and counts in the kernel
+	// time and slows the rates.
+	Busy           float64 `json:"busy"`
+	DataplaneShare float64 `json:"dataplaneShare"`
 	// Failed counts unanswered connections, both kinds; Stray replies
 	// from an endpoint a connection may not reach.
 	Failed int `json:"failed,omitempty"`
@@ -230,6 +236,7 @@ func NewDataPathFigures(dp *DataPath) DataPathFigures {
 	both.Add(s)
 	both.Add(d)
 	f.Busy = both.Busy()
+	f.DataplaneShare = ratio(both.ProcessSeconds, float64(both.CPU.Total()-both.CPU.Idle-both.CPU.IOWait)/UserHZ)
 	if s.Sent > 0 {
 		f.KernelResolutionMicros = float64(s.Windows) * 1e6 / UserHZ / float64(s.Sent)
 	}

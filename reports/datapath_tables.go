@@ -42,7 +42,7 @@ const dataPathLead = "Connections per kind, each through the node namespace's ru
 
 var dataPathHeader = []string{"connections per kind", "conn/s service / direct", "ratio ± se",
 	"kernel µs/conn service / direct", "Δ kernel µs ± se", "dataplane µs/conn service / direct", "Δ dataplane µs ± se",
-	"cpu busy", "KUBE-SERVICES mean position / rules", "failed, stray"}
+	"cpu busy (dataplane's share)", "KUBE-SERVICES mean position / rules", "failed, stray"}
 
 func dataPathCells(f DataPathFigures) []string {
 	pos := "-"
@@ -57,7 +57,7 @@ func dataPathCells(f DataPathFigures) []string {
 		fmt.Sprintf("%+.1f ± %.1f", f.KernelDeltaMicros, f.KernelDeltaSE),
 		fmt.Sprintf("%.1f / %.1f", f.ServiceProcessMicros, f.DirectProcessMicros),
 		fmt.Sprintf("%+.1f ± %.1f", f.ProcessDeltaMicros, f.ProcessDeltaSE),
-		fmt.Sprintf("%.0f%%", f.Busy*100),
+		fmt.Sprintf("%.0f%% (%.0f%%)", f.Busy*100, f.DataplaneShare*100),
 		pos,
 		fmt.Sprintf("%d, %d", f.Failed, f.Stray),
 	}
@@ -69,10 +69,12 @@ func dataPathCells(f DataPathFigures) []string {
 func dataPathNotes(res float64, vm bool) []string {
 	notes := []string{
 		"conn/s: connections made per second of the measured windows, one CPU; ratio: service/direct, ± one standard error from the rounds.",
-		fmt.Sprintf("kernel µs/conn: the pinned CPU's system+irq+softirq time in /proc/stat (10 ms ticks, timer-sampled) per connection; "+
-			"other work on that CPU counts too. Rounding: at most %.2f µs per connection and kind (one tick per window); the ± of Δ is "+
-			"from the rounds' spread and covers the sampling too. dataplane µs/conn: the dataplane process's exact CPU time (user+system), "+
-			"the Go prober and responders included (the same for both kinds). Δ = service - direct.", res),
+		fmt.Sprintf("kernel µs/conn: the pinned CPU's system+irq+softirq time in /proc/stat (10 ms ticks, sampled by the timer tick) per connection; "+
+			"other work on that CPU counts too (cpu busy: the CPU's non-idle share, and in brackets the dataplane process's share of that). "+
+			"Rounding is at most one tick per window, %.2f µs per connection in all, and mostly cancels; the ± of Δ, from the rounds' spread, "+
+			"covers it and the tick sampling. dataplane µs/conn: the dataplane process's CPU time (user+system, exact), so other processes "+
+			"do not count; it includes the Go prober's and responders' user time, the same for both kinds, so its Δ is the more precise "+
+			"cost of the path. Δ = service - direct.", res),
 		"KUBE-SERVICES position: each sampled Service's rule in iptables' nat chain at the step's start (random: kube-proxy writes it in Go map order); " +
 			"a direct connection walks all of it.",
 	}
