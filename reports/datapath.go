@@ -19,14 +19,20 @@ const DataPathMethod = "per datapath step, new TCP connections (socket, connect,
 	"of one CPU, and the ratio service/direct compares what a connection costs either way, user-space prober and " +
 	"responder included. Kernel CPU per connection is that CPU's system + irq + softirq time in /proc/stat (USER_HZ " +
 	"ticks of 10 ms, sampled by the kernel's timer tick) over the measured windows, divided by the connections made: " +
-	"other work the scheduler put on that CPU counts too, in both kinds alike. Dataplane CPU per connection is the " +
-	"dataplane process's getrusage user+system over the windows: exact, and immune to other processes, but it " +
-	"counts the Go prober's and responders' user time (the same for both kinds) and misses softirq work done in " +
-	"other tasks' context. Δ is service minus direct, and ± one standard error of it from its spread over the " +
-	"rounds (rounds paired). Before each window of at most 20,000 connections (half of nf_conntrack_max in a small " +
+	"other work the scheduler put on that CPU counts too, in both kinds alike. The dataplane's kernel CPU per " +
+	"connection is the dataplane process's getrusage system time over the windows: the kernel work done in its " +
+	"threads' context (the softirqs they ran included, since the kernel charges a tick to the task it interrupts), " +
+	"never another process's, but not what ksoftirqd ran for them; where the CPU was the dataplane's alone the two " +
+	"agree within a few per cent. Dataplane CPU per connection is its user+system time: exact (the scheduler's " +
+	"runtime; only the user/system split is tick-sampled), immune to other processes, and including the Go prober's " +
+	"and responders' user time, the same for both kinds. The ratio per CPU-second is direct's dataplane CPU per " +
+	"connection over service's: the rate ratio each kind would reach on a CPU of its own. Δ is service minus direct, " +
+	"and ± one standard error of it from its spread over the rounds (rounds paired). Before each window of at most 20,000 connections (half of nf_conntrack_max in a small " +
 	"VM) the node's conntrack table is flushed, outside the window. The KUBE-SERVICES position of each sampled " +
 	"Service (iptables mode) is read from iptables-save at the step's start: kube-proxy v1.37 writes that chain in " +
-	"Go map order, so positions are random and change with every full sync. On a machine shared with other work, the " +
+	"Go map order, so positions are random and change with every full sync; the least-squares slope of the sampled " +
+	"Services' dataplane kernel time per connection on their positions is the cost of one rule walked, measured " +
+	"within one node. On a machine shared with other work, the " +
 	"dataplane's share of the pinned CPU's busy time (in the table) says how much of that CPU the measurement had."
 
 // UserHZ is the unit of CPUTicks: /proc/stat's USER_HZ, 100 on every
@@ -158,6 +164,12 @@ func (k DataPathKind) KernelMicros() float64 {
 	return ratio(float64(k.CPU.Kernel())*1e6/UserHZ, float64(k.Sent))
 }
 
+// OwnKernelMicros is the dataplane process's system time per
+// connection, µs.
+func (k DataPathKind) OwnKernelMicros() float64 {
+	return ratio(k.ProcessSystemSeconds*1e6, float64(k.Sent))
+}
+
 // ProcessMicros is the dataplane process's CPU time per connection, µs.
 func (k DataPathKind) ProcessMicros() float64 { return ratio(k.ProcessSeconds*1e6, float64(k.Sent)) }
 
@@ -185,12 +197,25 @@ type DataPathFigures struct {
 	DirectRate  float64 `json:"directRate"`
 	RateRatio   float64 `json:"rateRatio"`
 	RateRatioSE float64 `json:"rateRatioSE"`
+	// CPURateRatio is the same ratio per second of the dataplane's own
+	// CPU time (direct's dataplane µs per connection over service's): the
+	// rates each kind would reach on a CPU of its own, whatever else ran.
+	CPURateRatio   float64 `json:"cpuRateRatio"`
+	CPURateRatioSE float64 `json:"cpuRateRatioSE"`
 	// Kernel time of the pinned CPU per connection, µs, each kind, and
 	// service minus direct with one standard error (rounds paired).
 	ServiceKernelMicros float64 `json:"serviceKernelMicros"`
 	DirectKernelMicros  float64 `json:"directKernelMicros"`
 	KernelDeltaMicros   float64 `json:"kernelDeltaMicros"`
 	KernelDeltaSE       float64 `json:"kernelDeltaSE"`
+	// The dataplane process's system time per connection, µs (its
+	// getrusage system share: the kernel work done in its threads'
+	// context, softirqs they ran included; other processes never count),
+	// likewise.
+	ServiceOwnKernelMicros float64 `json:"serviceOwnKernelMicros"`
+	DirectOwnKernelMicros  float64 `json:"directOwnKernelMicros"`
+	OwnKernelDeltaMicros   float64 `json:"ownKernelDeltaMicros"`
+	OwnKernelDeltaSE       float64 `json:"ownKernelDeltaSE"`
 	// The dataplane process's CPU time per connection, µs, likewise.
 	ServiceProcessMicros float64 `json:"serviceProcessMicros"`
 	DirectProcessMicros  float64 `json:"directProcessMicros"`
@@ -214,6 +239,13 @@ type DataPathFigures struct {
 	// KUBE-SERVICES (ChainRules long); 0 outside iptables mode.
 	MeanPosition float64 `json:"meanPosition,omitempty"`
 	ChainRules   int     `json:"chainRules,omitempty"`
+	// NanosPerRule is what each KUBE-SERVICES rule walked costs a new
+	// connection in kernel time, ns: the least-squares slope of the
+	// sampled Services' dataplane kernel µs per connection (through
+	// them) on their positions, within this one node; NanosPerRuleSE its
+	// standard error. 0 without three Services at distinct positions.
+	NanosPerRule   float64 `json:"nanosPerRule,omitempty"`
+	NanosPerRuleSE float64 `json:"nanosPerRuleSE,omitempty"`
 }
 
 // NewDataPathFigures computes a DataPath's figures from its sums: each
@@ -225,6 +257,7 @@ func NewDataPathFigures(dp *DataPath) DataPathFigures {
 		Connections: s.Sent,
 		ServiceRate: s.Rate(), DirectRate: d.Rate(),
 		ServiceKernelMicros: s.KernelMicros(), DirectKernelMicros: d.KernelMicros(),
+		ServiceOwnKernelMicros: s.OwnKernelMicros(), DirectOwnKernelMicros: d.OwnKernelMicros(),
 		ServiceProcessMicros: s.ProcessMicros(), DirectProcessMicros: d.ProcessMicros(),
 		Failed:     s.Sent - s.OK + d.Sent - d.OK,
 		ChainRules: dp.ChainRules,
@@ -232,6 +265,8 @@ func NewDataPathFigures(dp *DataPath) DataPathFigures {
 	f.RateRatio = ratio(f.ServiceRate, f.DirectRate)
 	f.KernelDeltaMicros = f.ServiceKernelMicros - f.DirectKernelMicros
 	f.ProcessDeltaMicros = f.ServiceProcessMicros - f.DirectProcessMicros
+	f.OwnKernelDeltaMicros = f.ServiceOwnKernelMicros - f.DirectOwnKernelMicros
+	f.CPURateRatio = ratio(f.DirectProcessMicros, f.ServiceProcessMicros)
 	var both DataPathKind
 	both.Add(s)
 	both.Add(d)
@@ -240,27 +275,61 @@ func NewDataPathFigures(dp *DataPath) DataPathFigures {
 	if s.Sent > 0 {
 		f.KernelResolutionMicros = float64(s.Windows) * 1e6 / UserHZ / float64(s.Sent)
 	}
-	var ratios, kernel, process []float64
+	var ratios, cpuRatios, kernel, own, process []float64
 	for _, r := range dp.ByRound {
 		if r.Service.Sent == 0 || r.Direct.Sent == 0 {
 			continue
 		}
 		ratios = append(ratios, ratio(r.Service.Rate(), r.Direct.Rate()))
+		cpuRatios = append(cpuRatios, ratio(r.Direct.ProcessMicros(), r.Service.ProcessMicros()))
 		kernel = append(kernel, r.Service.KernelMicros()-r.Direct.KernelMicros())
+		own = append(own, r.Service.OwnKernelMicros()-r.Direct.OwnKernelMicros())
 		process = append(process, r.Service.ProcessMicros()-r.Direct.ProcessMicros())
 	}
-	f.RateRatioSE, f.KernelDeltaSE, f.ProcessDeltaSE = standardError(ratios), standardError(kernel), standardError(process)
-	var pos []float64
+	f.RateRatioSE, f.CPURateRatioSE = standardError(ratios), standardError(cpuRatios)
+	f.KernelDeltaSE, f.OwnKernelDeltaSE, f.ProcessDeltaSE = standardError(kernel), standardError(own), standardError(process)
+	var pos, cost []float64
 	for _, sv := range dp.Services {
 		f.Stray += sv.Stray
-		if sv.Position > 0 {
+		if sv.Position > 0 && sv.Service.Sent > 0 {
 			pos = append(pos, float64(sv.Position))
+			cost = append(cost, sv.Service.OwnKernelMicros())
 		}
 	}
 	if len(pos) > 0 {
 		f.MeanPosition = mean(pos)
 	}
+	if slope, se, ok := leastSquaresSlope(pos, cost); ok {
+		f.NanosPerRule, f.NanosPerRuleSE = slope*1e3, se*1e3
+	}
 	return f
+}
+
+// leastSquaresSlope fits y = a + b x by ordinary least squares and
+// returns b and its standard error; ok is false with fewer than three
+// points or no spread in x.
+func leastSquaresSlope(xs, ys []float64) (b, se float64, ok bool) {
+	n := len(xs)
+	if n < 3 || len(ys) != n {
+		return 0, 0, false
+	}
+	mx, my := mean(xs), mean(ys)
+	var sxx, sxy float64
+	for i := range xs {
+		sxx += (xs[i] - mx) * (xs[i] - mx)
+		sxy += (xs[i] - mx) * (ys[i] - my)
+	}
+	if sxx == 0 {
+		return 0, 0, false
+	}
+	b = sxy / sxx
+	a := my - b*mx
+	var ssr float64
+	for i := range xs {
+		r := ys[i] - a - b*xs[i]
+		ssr += r * r
+	}
+	return b, math.Sqrt(ssr / float64(n-2) / sxx), true
 }
 
 // standardError is the sample standard deviation of xs over the square

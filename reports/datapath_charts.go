@@ -22,7 +22,8 @@ func dataPathCharts(r *Result) ([]Chart, error) {
 	}
 	var charts []Chart
 	c, err := dataPathChart(sw, "", "connection rate through the Service / direct", []dataPathLine{
-		{value: func(f *DataPathFigures) float64 { return f.RateRatio }},
+		{label: "per CPU-second", value: func(f *DataPathFigures) float64 { return f.CPURateRatio }},
+		{label: "wall clock", dashed: true, value: func(f *DataPathFigures) float64 { return f.RateRatio }},
 	}, 1)
 	if err != nil {
 		return nil, err
@@ -31,14 +32,15 @@ func dataPathCharts(r *Result) ([]Chart, error) {
 		c.Title = "Data path: connection rate through the Service / direct, vs Services"
 		c.Caption = "Each mode's new-connection rate through sampled Services' ClusterIPs divided by the rate straight to their endpoints' " +
 			"pod IPs, in the same node and step, alternated in rounds, the dataplane pinned to one CPU (a closed loop keeps it busy): " +
-			"below 1, a connection through the Service costs more. In iptables mode the direct connections walk all of KUBE-SERVICES too. " +
-			"Group " + sw.Group + "; modes in a VM are marked [VM]."
+			"below 1, a connection through the Service costs more. Solid: per second of the dataplane's own CPU time (what each kind " +
+			"would reach on a CPU of its own); dashed: per wall-clock second, which other work on the machine disturbs. In iptables mode " +
+			"the direct connections walk all of KUBE-SERVICES too. Group " + sw.Group + "; modes in a VM are marked [VM]."
 		charts = append(charts, *c)
 	}
 	for _, kernel := range []string{"host", "vm"} {
 		c, err := dataPathChart(sw, kernel, "kernel CPU per connection (µs)", []dataPathLine{
-			{label: "via Service", value: func(f *DataPathFigures) float64 { return f.ServiceKernelMicros }},
-			{label: "direct", dashed: true, value: func(f *DataPathFigures) float64 { return f.DirectKernelMicros }},
+			{label: "via Service", value: func(f *DataPathFigures) float64 { return f.ServiceOwnKernelMicros }},
+			{label: "direct", dashed: true, value: func(f *DataPathFigures) float64 { return f.DirectOwnKernelMicros }},
 		}, 0)
 		if err != nil {
 			return nil, err
@@ -47,9 +49,11 @@ func dataPathCharts(r *Result) ([]Chart, error) {
 			continue
 		}
 		c.Title = "Data path: kernel CPU per new connection vs Services, " + kernel
-		c.Caption = "The pinned CPU's system + irq + softirq time (/proc/stat) per connection, through the Service (solid) and straight " +
-			"to the pod (dashed), at each size of group " + sw.Group + ": both ends' kernel work and the node's rules. A line that " +
-			"rises with Services is a per-connection cost that grows with them."
+		c.Caption = "The dataplane process's kernel time per connection (its getrusage system time on the pinned CPU: both ends' " +
+			"kernel work and the node's rules, softirqs included, never another process's), through the Service (solid) and straight " +
+			"to the pod (dashed), at each size of group " + sw.Group + ". Where the dataplane had the CPU alone it agrees with the " +
+			"CPU's system + irq + softirq time in /proc/stat (both in the table). A line that rises with Services is a " +
+			"per-connection cost that grows with them."
 		if kernel == "vm" {
 			c.Title = "Data path: kernel CPU per new connection vs Services, in a VM"
 			c.Caption = "VM timings (software emulation when the accelerator is tcg): comparable only with each other. " + c.Caption

@@ -12,7 +12,7 @@ import (
 // ticks on the pinned CPU and proc seconds of the dataplane process.
 func kind(n int, secs float64, kernel, user, idle uint64, proc float64) DataPathKind {
 	return DataPathKind{Sent: n, OK: n, Seconds: secs, CPU: CPUTicks{System: kernel / 2, SoftIRQ: kernel - kernel/2, User: user, Idle: idle},
-		ProcessSeconds: proc, Windows: 1}
+		ProcessSeconds: proc, ProcessSystemSeconds: proc * 0.8, Windows: 1}
 }
 
 func TestNewDataPathFigures(t *testing.T) {
@@ -23,6 +23,20 @@ func TestNewDataPathFigures(t *testing.T) {
 	r2 := DataPathRound{Service: kind(10000, 2, 170, 30, 0, 2.1), Direct: kind(10000, 1.6, 130, 30, 0, 1.7)}
 	dp := &DataPath{ByRound: []DataPathRound{r1, r2}, ChainRules: 1001,
 		Services: []DataPathService{{Position: 100, Stray: 1}, {Position: 301}, {}}}
+	// Three Services at 100, 300 and 500, 2 ns per rule over 100 µs, the
+	// middle one 1 µs high: slope 2 ns, se 1e-3/sqrt(80000)/... below.
+	for i, p := range []int{100, 300, 500} {
+		us := 100 + 0.002*float64(p)
+		if i == 1 {
+			us++
+		}
+		sv := DataPathService{Position: p, Service: DataPathKind{Sent: 1000, ProcessSystemSeconds: us * 1e-3}}
+		if i < 2 {
+			dp.Services[i].Position, dp.Services[i].Service = sv.Position, sv.Service
+		} else {
+			dp.Services[2] = sv
+		}
+	}
 	for _, r := range dp.ByRound {
 		dp.Service.Add(r.Service)
 		dp.Direct.Add(r.Direct)
@@ -49,6 +63,14 @@ func TestNewDataPathFigures(t *testing.T) {
 	near("ServiceProcessMicros", f.ServiceProcessMicros, 200)
 	near("DirectProcessMicros", f.DirectProcessMicros, 160)
 	near("ProcessDeltaSE", f.ProcessDeltaSE, 0)
+	// System time 80% of it: 160 and 128 µs, 32 in both rounds.
+	near("ServiceOwnKernelMicros", f.ServiceOwnKernelMicros, 160)
+	near("DirectOwnKernelMicros", f.DirectOwnKernelMicros, 128)
+	near("OwnKernelDeltaMicros", f.OwnKernelDeltaMicros, 32)
+	near("OwnKernelDeltaSE", f.OwnKernelDeltaSE, 0)
+	// Per CPU-second: 160/200; rounds 150/190 and 170/210.
+	near("CPURateRatio", f.CPURateRatio, 0.8)
+	near("CPURateRatioSE", f.CPURateRatioSE, (170.0/210-150.0/190)/2)
 	// One tick (10 ms) per window, two windows, 20,000 connections.
 	near("KernelResolutionMicros", f.KernelResolutionMicros, 1)
 	// Ticks: service 320+70+10 idle, direct 250+60+10 idle: 700/720 busy.
@@ -56,7 +78,11 @@ func TestNewDataPathFigures(t *testing.T) {
 	// 7.2 s of dataplane CPU over 7.0 s busy: the sampled ticks can
 	// undercount; a share near 1.
 	near("DataplaneShare", f.DataplaneShare, 7.2/7.0)
-	near("MeanPosition", f.MeanPosition, 200.5)
+	near("MeanPosition", f.MeanPosition, 300)
+	// Residuals -1/3, 2/3, -1/3: SSR 2/3 over 1 degree of freedom, Sxx
+	// 80,000: se sqrt(2/3/80000) µs per rule.
+	near("NanosPerRule", f.NanosPerRule, 2)
+	near("NanosPerRuleSE", f.NanosPerRuleSE, math.Sqrt(2.0/3/80000)*1e3)
 	if f.Connections != 20000 || f.Failed != 3 || f.Stray != 1 || f.ChainRules != 1001 {
 		t.Errorf("connections %d, failed %d, stray %d, chain rules %d; want 20000, 3, 1, 1001", f.Connections, f.Failed, f.Stray, f.ChainRules)
 	}
@@ -72,7 +98,8 @@ func dataPathResult() *Result {
 	fig := func(svc, dir float64) DataPathFigures {
 		return DataPathFigures{Connections: 60000, ServiceRate: 1e6 / (svc + 40), DirectRate: 1e6 / (dir + 40),
 			RateRatio: (dir + 40) / (svc + 40), RateRatioSE: 0.01, ServiceKernelMicros: svc, DirectKernelMicros: dir,
-			KernelDeltaMicros: svc - dir, KernelDeltaSE: 2, Busy: 0.99, KernelResolutionMicros: 0.08}
+			KernelDeltaMicros: svc - dir, KernelDeltaSE: 2, Busy: 0.99, KernelResolutionMicros: 0.08,
+			ServiceOwnKernelMicros: svc, DirectOwnKernelMicros: dir, CPURateRatio: (dir + 40) / (svc + 40)}
 	}
 	ipt10k := fig(200, 225)
 	ipt10k.ChainRules, ipt10k.MeanPosition = 10001, 4870
@@ -108,16 +135,17 @@ func TestDataPathSweepReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"## Sweep: data path by size of group svc",
+		"## Sweep: data path by size of group svc: connection rates, through the Service and straight to a pod",
+		"## Sweep: data path by size of group svc: CPU per new connection",
 		"| iptables-legacy | 10000    | host  | 60000",
+		"| iptables-legacy | 10000    | host  | 200.0 / 225.0",
 		"1.104 ± 0.010", // (225+40)/(200+40) at 10,000: the Service is cheaper than direct
-		"200.0 / 225.0",
 		"-25.0 ± 2.0",
 		"4870 / 10001",
 		"| ipvs            | 100      | vm",
 		"Rows that ran in a VM",
 		"**data path**: per datapath step",
-		"data path: kernel CPU per connection, via Service",
+		"data path: dataplane's kernel CPU per connection, via Service",
 	} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("report.md lacks %q", want)
@@ -150,7 +178,7 @@ func TestDataPathSweepReport(t *testing.T) {
 	if err := WriteHTML(&html, r); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(html.String(), "nftables via Service") || !strings.Contains(html.String(), "ipvs [VM]") {
+	if !strings.Contains(html.String(), "nftables via Service") || !strings.Contains(html.String(), "ipvs per CPU-second [VM]") {
 		t.Error("report.html lacks the data-path charts' legends")
 	}
 }
@@ -164,8 +192,13 @@ func TestDataPathRunTable(t *testing.T) {
 		{Name: "nftables", Mode: "nftables"},
 	}}
 	tables := dataPathTables(r)
-	if len(tables) != 1 || len(tables[0].Rows) != 1 || tables[0].Rows[0][0] != "iptables-legacy" || tables[0].Rows[0][1] != "datapath" {
-		t.Fatalf("tables %+v: want one with iptables-legacy's datapath row", tables)
+	if len(tables) != 2 {
+		t.Fatalf("%d tables, want rates and CPU", len(tables))
+	}
+	for _, tb := range tables {
+		if len(tb.Rows) != 1 || tb.Rows[0][0] != "iptables-legacy" || tb.Rows[0][1] != "datapath" || tb.Rows[0][2] != "host" {
+			t.Errorf("%s: rows %q: want iptables-legacy's datapath row", tb.Title, tb.Rows)
+		}
 	}
 	r.Modes[0].DataPaths = nil
 	if tables := dataPathTables(r); len(tables) != 0 {

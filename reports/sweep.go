@@ -24,8 +24,8 @@ const (
 	// list table.
 	SweepListNetlink = "listReplay/netlink"
 	SweepListNFT     = "listReplay/nftListTable"
-	// The data path's kernel CPU per connection (DataPathFigures),
-	// through the Service and direct.
+	// The data path's kernel CPU per connection, the dataplane's own
+	// (DataPathFigures' ServiceOwnKernelMicros, DirectOwnKernelMicros).
 	SweepDataPathServiceKernel = "dataPath/kernelPerConnection/service"
 	SweepDataPathDirectKernel  = "dataPath/kernelPerConnection/direct"
 	// SweepRulesPrefix prefixes a rule count kind: rules/iptables/nat.
@@ -148,8 +148,8 @@ func fitSweep(points []SweepPoint) []SweepFit {
 		}
 	}
 	metrics = append(metrics,
-		metric{SweepDataPathServiceKernel, dataPath(func(f *DataPathFigures) float64 { return f.ServiceKernelMicros })},
-		metric{SweepDataPathDirectKernel, dataPath(func(f *DataPathFigures) float64 { return f.DirectKernelMicros })})
+		metric{SweepDataPathServiceKernel, dataPath(func(f *DataPathFigures) float64 { return f.ServiceOwnKernelMicros })},
+		metric{SweepDataPathDirectKernel, dataPath(func(f *DataPathFigures) float64 { return f.DirectOwnKernelMicros })})
 	for _, k := range countKeys(rules...) {
 		metrics = append(metrics, metric{SweepRulesPrefix + k, func(p SweepPoint) float64 { return float64(p.Rules[k]) }})
 	}

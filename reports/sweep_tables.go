@@ -75,9 +75,9 @@ func sweepTables(r *Result) []reportTable {
 			case SweepListNFT:
 				metric = "nft list table, kpsim's replay (as v1.36)"
 			case SweepDataPathServiceKernel, SweepDataPathDirectKernel:
-				metric = "data path: kernel CPU per connection, via Service"
+				metric = "data path: dataplane's kernel CPU per connection, via Service"
 				if f.Metric == SweepDataPathDirectKernel {
-					metric = "data path: kernel CPU per connection, direct"
+					metric = "data path: dataplane's kernel CPU per connection, direct"
 				}
 				if sm.Kernel == "vm" {
 					metric += " (VM timing)"
