@@ -75,6 +75,15 @@ func (d *Dataplane) Probe(ctx context.Context, spec ProbeSpec) (ProbeResult, err
 	return r, err
 }
 
+// DataPath: see PodNetwork.DataPath. When ctx ends first it returns
+// ctx's error at once; the round itself ends within its connections'
+// timeouts.
+func (d *Dataplane) DataPath(ctx context.Context, spec DataPathSpec) (DataPathResult, error) {
+	var r DataPathResult
+	err := d.call(ctx, "Dataplane.DataPath", spec, &r)
+	return r, err
+}
+
 // Usage is the dataplane process's CPU time and peak RSS so far.
 func (d *Dataplane) Usage() (DataplaneUsage, error) {
 	var u DataplaneUsage
@@ -145,6 +154,17 @@ func (s *DataplaneService) Probe(spec ProbeSpec, reply *ProbeResult) error {
 		return err
 	}
 	r, err := pn.Probe(context.Background(), spec)
+	*reply = r
+	return err
+}
+
+// DataPath calls PodNetwork.DataPath.
+func (s *DataplaneService) DataPath(spec DataPathSpec, reply *DataPathResult) error {
+	pn, err := s.pods()
+	if err != nil {
+		return err
+	}
+	r, err := pn.DataPath(context.Background(), spec)
 	*reply = r
 	return err
 }

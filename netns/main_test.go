@@ -21,6 +21,7 @@ func TestMain(m *testing.M) {
 	RegisterNodeMain(phaseNodeMain, runPhaseNode)
 	RegisterNodeMain(churnNodeMain, runChurnNode)
 	RegisterNodeMain(dataplaneNodeMain, runDataplaneNode)
+	RegisterNodeMain(dataPathNodeMain, runDataPathNode)
 	if Init() {
 		return // never reached: Init exits in a node process
 	}

@@ -312,6 +312,8 @@ func (n *node) step(ctx context.Context, i int, st scenarios.Step, sr *reports.S
 		return err
 	case st.Probe != nil:
 		return n.probe(ctx, i, st)
+	case st.DataPath != nil:
+		return n.dataPath(ctx, st)
 	case st.Fault != nil:
 		return n.armFault(st.Name, *st.Fault, false)
 	case st.Restart != nil:

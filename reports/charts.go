@@ -44,7 +44,7 @@ func Charts(r *Result) (_ []Chart, err error) {
 		}
 	}()
 	var charts []Chart
-	for _, f := range []func(*Result) ([]Chart, error){syncChart, syncTimeChart, latencyChart, shareCharts, lifecycleCharts, sweepCharts} {
+	for _, f := range []func(*Result) ([]Chart, error){syncChart, syncTimeChart, latencyChart, shareCharts, lifecycleCharts, sweepCharts, dataPathCharts} {
 		cs, err := f(r)
 		if err != nil {
 			return nil, err

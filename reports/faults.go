@@ -25,6 +25,9 @@ func notesFor(r *Result) []methodNote {
 	if slices.ContainsFunc(r.Modes, func(m ModeResult) bool { return len(m.Lifecycle) > 0 }) {
 		notes = append(slices.Clip(notes), lifecycleNote)
 	}
+	if hasDataPath(r) {
+		notes = append(slices.Clip(notes), methodNote{"data path", DataPathMethod})
+	}
 	return notes
 }
 

@@ -160,6 +160,7 @@ func reportTables(r *Result) []reportTable {
 		tables = append(tables, rt)
 	}
 	tables = append(tables, sweepTables(r)...)
+	tables = append(tables, dataPathTables(r)...)
 	tables = append(tables, variantTables(r)...)
 	if ft := faultsTable(r); len(ft.Rows) > 0 {
 		tables = append(tables, ft)

@@ -139,6 +139,9 @@ type ModeResult struct {
 	// Distributions are the probe steps' verdicts: the share test over
 	// their Services and the per-probe checks.
 	Distributions []StepDistribution `json:"distributions,omitempty"`
+	// DataPaths are the datapath steps' measurements: what a new
+	// connection costs through the rules against one straight to a pod.
+	DataPaths []DataPath `json:"dataPaths,omitempty"`
 	// Resources: kube-proxy's and the harness's, apart.
 	Resources Resources `json:"resources"`
 	// KernelCalls sums the proxier's calls into its iptables interface
@@ -240,6 +243,8 @@ type SweepPoint struct {
 	Rules map[string]int `json:"rules,omitempty"`
 	// PeakRSSBytes is kube-proxy's process's peak resident set size.
 	PeakRSSBytes int64 `json:"peakRSSBytes"`
+	// DataPath is the figures of the run's last datapath step, if any.
+	DataPath *DataPathFigures `json:"dataPath,omitempty"`
 	// Error is set when the run failed; the point is then not fitted.
 	Error string `json:"error,omitempty"`
 }

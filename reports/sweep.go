@@ -24,6 +24,10 @@ const (
 	// list table.
 	SweepListNetlink = "listReplay/netlink"
 	SweepListNFT     = "listReplay/nftListTable"
+	// The data path's kernel CPU per connection, the dataplane's own
+	// (DataPathFigures' ServiceOwnKernelMicros, DirectOwnKernelMicros).
+	SweepDataPathServiceKernel = "dataPath/kernelPerConnection/service"
+	SweepDataPathDirectKernel  = "dataPath/kernelPerConnection/direct"
 	// SweepRulesPrefix prefixes a rule count kind: rules/iptables/nat.
 	SweepRulesPrefix = "rules/"
 )
@@ -61,6 +65,10 @@ func NewSweepResult(group string, counts []int, modes []ModeResult, maxCount map
 			p.FirstSyncParts = syncParts(*f)
 		}
 		p.ListReplay = m.ListReplay
+		if dp := m.LastDataPath(); dp != nil {
+			f := dp.Figures
+			p.DataPath = &f
+		}
 		if e := m.NativeEstimate; e != nil {
 			fs := e.FirstSync
 			p.FirstSyncHostEstimate = &fs
@@ -131,6 +139,17 @@ func fitSweep(points []SweepPoint) []SweepFit {
 		metric{SweepListNetlink, replay(func(l *ListReplay) float64 { return l.NetlinkChainsSeconds + l.NetlinkSetsSeconds })},
 		metric{SweepListNFT, replay(func(l *ListReplay) float64 { return l.NFTListTableSeconds })},
 		metric{SweepPeakRSS, func(p SweepPoint) float64 { return float64(p.PeakRSSBytes) }})
+	dataPath := func(f func(*DataPathFigures) float64) func(SweepPoint) float64 {
+		return func(p SweepPoint) float64 {
+			if p.DataPath == nil {
+				return 0
+			}
+			return f(p.DataPath)
+		}
+	}
+	metrics = append(metrics,
+		metric{SweepDataPathServiceKernel, dataPath(func(f *DataPathFigures) float64 { return f.ServiceOwnKernelMicros })},
+		metric{SweepDataPathDirectKernel, dataPath(func(f *DataPathFigures) float64 { return f.DirectOwnKernelMicros })})
 	for _, k := range countKeys(rules...) {
 		metrics = append(metrics, metric{SweepRulesPrefix + k, func(p SweepPoint) float64 { return float64(p.Rules[k]) }})
 	}

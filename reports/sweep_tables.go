@@ -74,6 +74,14 @@ func sweepTables(r *Result) []reportTable {
 				metric = "listing over netlink, kpsim's replay (chains + sets, as v1.37+)"
 			case SweepListNFT:
 				metric = "nft list table, kpsim's replay (as v1.36)"
+			case SweepDataPathServiceKernel, SweepDataPathDirectKernel:
+				metric = "data path: dataplane's kernel CPU per connection, via Service"
+				if f.Metric == SweepDataPathDirectKernel {
+					metric = "data path: dataplane's kernel CPU per connection, direct"
+				}
+				if sm.Kernel == "vm" {
+					metric += " (VM timing)"
+				}
 			default:
 				if part, ok := strings.CutPrefix(f.Metric, SweepFirstSync+"/"); ok {
 					metric = "first sync: " + part

@@ -95,6 +95,7 @@ func Default(s *Scenario) {
 			st.Sync.Timeout = D(DefaultSyncTimeout)
 		}
 		defaultLifecycle(st)
+		defaultDataPath(st)
 		if p := st.Probe; p != nil {
 			setString(&p.From, FromPod)
 			setString(&p.PowerFor, PowerForBoth)
@@ -144,8 +145,8 @@ func defaultGroup(g *ServiceGroup) {
 	}
 }
 
-// Action names the step's action: sync, churn, probe, wait, fault,
-// restart, tamper, cleanup or migrate ("step" when none is set, which
+// Action names the step's action: sync, churn, probe, datapath, wait,
+// fault, restart, tamper, cleanup or migrate ("step" when none is set, which
 // validation refuses).
 func (s Step) Action() string {
 	switch {
@@ -155,6 +156,8 @@ func (s Step) Action() string {
 		return "churn"
 	case s.Probe != nil:
 		return "probe"
+	case s.DataPath != nil:
+		return "datapath"
 	case s.Wait != nil:
 		return "wait"
 	case s.Fault != nil:

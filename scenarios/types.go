@@ -337,6 +337,9 @@ type Step struct {
 	Churn *ChurnStep `yaml:"churn,omitempty" json:"churn,omitempty"`
 	// Probe sends real connections through the dataplane.
 	Probe *ProbeStep `yaml:"probe,omitempty" json:"probe,omitempty"`
+	// DataPath measures what a new connection costs through kube-proxy's
+	// rules against one made directly to a pod (datapath.go).
+	DataPath *DataPathStep `yaml:"datapath,omitempty" json:"datapath,omitempty"`
 	// Wait pauses.
 	Wait *WaitStep `yaml:"wait,omitempty" json:"wait,omitempty"`
 	// Fault arms a fault and returns at once; the steps after it meet it.

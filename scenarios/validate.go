@@ -472,13 +472,16 @@ func (v *validator) steps(p *field.Path) field.ErrorList {
 		sp := p.Index(i)
 		set := 0
 		for _, b := range []bool{st.Sync != nil, st.Churn != nil, st.Probe != nil, st.Wait != nil, st.Fault != nil,
-			st.Restart != nil, st.Tamper != nil, st.Cleanup != nil, st.Migrate != nil} {
+			st.Restart != nil, st.Tamper != nil, st.Cleanup != nil, st.Migrate != nil, st.DataPath != nil} {
 			if b {
 				set++
 			}
 		}
 		if set != 1 {
-			errs = append(errs, field.Invalid(sp, fmt.Sprintf("%d actions", set), "a step needs exactly one of sync, churn, probe, wait, fault, restart, tamper, cleanup, migrate"))
+			errs = append(errs, field.Invalid(sp, fmt.Sprintf("%d actions", set), "a step needs exactly one of sync, churn, probe, datapath, wait, fault, restart, tamper, cleanup, migrate"))
+		}
+		if st.DataPath != nil {
+			errs = append(errs, v.dataPath(sp.Child("datapath"), st.DataPath)...)
 		}
 		if st.Fault != nil {
 			errs = append(errs, v.fault(sp.Child("fault"), st.Fault)...)

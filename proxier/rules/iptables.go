@@ -342,3 +342,25 @@ func sortServiceRuns(rules []string) []string {
 func (d *IPTablesDump) Normalize() string {
 	return "# ipv4\n" + normalizeIPTables(d.v4) + "# ipv6\n" + normalizeIPTables(d.v6)
 }
+
+// IPTablesChainRules returns the rules of one chain of iptables-save text,
+// in the order the kernel walks them, each as printed ("-A CHAIN ...").
+// It is an error when the table or the chain is missing.
+func IPTablesChainRules(text []byte, table, chain string) ([]string, error) {
+	tables, err := parseIPTablesSave(text)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tables {
+		if t.name != table {
+			continue
+		}
+		for _, c := range t.chains {
+			if c.name == chain {
+				return c.rules, nil
+			}
+		}
+		return nil, fmt.Errorf("table %s has no chain %s", table, chain)
+	}
+	return nil, fmt.Errorf("no table %s", table)
+}

@@ -143,6 +143,27 @@ func TestParseIPTablesSaveChainRules(t *testing.T) {
 	}
 }
 
+func TestIPTablesChainRules(t *testing.T) {
+	save := readTestdata(t, "kube-proxy-iptables-legacy.save")
+	nat, err := IPTablesChainRules(save, "nat", "KUBE-SERVICES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nat) == 0 || !strings.HasPrefix(nat[0], "-A KUBE-SERVICES -d 10.96.0.10/32 ") ||
+		!strings.Contains(nat[len(nat)-1], "KUBE-NODEPORTS") {
+		t.Errorf("nat KUBE-SERVICES: %q: want svc0's rule first and the node ports' last, in order", nat)
+	}
+	// filter has a KUBE-SERVICES too: svc4's REJECT only.
+	if f, err := IPTablesChainRules(save, "filter", "KUBE-SERVICES"); err != nil || len(f) != 1 || !strings.Contains(f[0], "REJECT") {
+		t.Errorf("filter KUBE-SERVICES: %q, %v: want svc4's REJECT", f, err)
+	}
+	for _, tc := range [][2]string{{"nat", "KUBE-NOPE"}, {"mangle2", "KUBE-SERVICES"}} {
+		if _, err := IPTablesChainRules(save, tc[0], tc[1]); err == nil {
+			t.Errorf("%s %s: no error", tc[0], tc[1])
+		}
+	}
+}
+
 func TestParseIPTablesSaveErrors(t *testing.T) {
 	cases := map[string]string{
 		"rule outside a table":  "-A INPUT -j ACCEPT\n",
