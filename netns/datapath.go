@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -25,12 +22,14 @@ import (
 // rate is then connections per second of one CPU, the inverse of what a
 // connection costs.
 //
-// Each run of connections is measured in windows of at most
-// dataPathWindowMax connections. Before a window the node namespace's
-// conntrack table is flushed, outside the window, so every window starts
-// with an empty table (equal lookups, and no new connection meets an old
-// entry of a reused source port). Around a window the pinned CPU's line of
-// /proc/stat and the process's getrusage are read.
+// Each run of connections is measured in windows of at most the prober's
+// conntrack batch (min(20,000, nf_conntrack_max/2): conntrackDefault; a
+// window's entries live 10 s after each connection's reset). Before a
+// window the node namespace's conntrack table is flushed, outside the
+// window, so every window starts with an empty table (equal lookups, and
+// no new connection meets an old entry of a reused source port). Around a
+// window the pinned CPU's line of /proc/stat and the process's getrusage
+// are read.
 
 // DataPathSpec is one round of a data-path measurement: for each target in
 // order, Connections through its Service address and as many straight to
@@ -98,11 +97,6 @@ type DataPathResult struct {
 	WindowMax int `json:"windowMax"`
 }
 
-// dataPathWindowMax bounds a window: the conntrack entries it makes live
-// 10 s after the connection's reset, and a window must fit in half of
-// nf_conntrack_max (a 1 GiB VM guest's table holds 8,192).
-const dataPathWindowMax = 20000
-
 // DataPath runs one round of a data-path measurement from the client pod,
 // pinned to spec.CPU. Failed connections are counted, not errors.
 func (pn *PodNetwork) DataPath(ctx context.Context, spec DataPathSpec) (DataPathResult, error) {
@@ -112,7 +106,7 @@ func (pn *PodNetwork) DataPath(ctx context.Context, spec DataPathSpec) (DataPath
 	if spec.Timeout <= 0 {
 		spec.Timeout = 2 * time.Second
 	}
-	res := DataPathResult{CPU: spec.CPU, WindowMax: windowMax()}
+	res := DataPathResult{CPU: spec.CPU, WindowMax: pn.conntrackDefault()}
 	if spec.Connections <= 0 || len(spec.Targets) == 0 {
 		return res, fmt.Errorf("data path: %d targets, %d connections each: nothing to measure", len(spec.Targets), spec.Connections)
 	}
@@ -133,7 +127,7 @@ func (pn *PodNetwork) DataPath(ctx context.Context, spec DataPathSpec) (DataPath
 	}
 	err = pn.dataPathRound(ctx, spec, &res)
 	// Leave no entries behind for later probes' conntrack budget.
-	err = errors.Join(err, pn.env.FlushConntrack())
+	err = errors.Join(err, pn.flushConntrack())
 	if uerr := unpin(); uerr != nil {
 		err = errors.Join(err, fmt.Errorf("data path: unpinning the dataplane process: %w", uerr))
 	}
@@ -172,7 +166,7 @@ func (pn *PodNetwork) dataPathRun(ctx context.Context, target netip.AddrPort, sp
 			return run, err
 		}
 		n := min(spec.Connections-done, windowMax)
-		if err := pn.env.FlushConntrack(); err != nil {
+		if err := pn.flushConntrack(); err != nil {
 			return run, fmt.Errorf("data path: %w", err)
 		}
 		before, err := sampleUsage(cpu)
@@ -241,18 +235,4 @@ func sampleUsage(cpu int) (usageSample, error) {
 
 func (s usageSample) sub(o usageSample) usageSample {
 	return usageSample{wall: s.at.Sub(o.at), cpu: s.cpu.Sub(o.cpu), user: s.user - o.user, system: s.system - o.system}
-}
-
-// windowMax is the largest window: dataPathWindowMax, or half of this
-// kernel's nf_conntrack_max when that is smaller.
-func windowMax() int {
-	b, err := os.ReadFile("/proc/sys/net/netfilter/nf_conntrack_max")
-	if err != nil {
-		return dataPathWindowMax
-	}
-	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || v < 2 {
-		return dataPathWindowMax
-	}
-	return min(dataPathWindowMax, v/2)
 }

@@ -219,6 +219,18 @@ func (pn *PodNetwork) conntrackReserve(n, limit int) (flushed bool, err error) {
 	return flushed, nil
 }
 
+// flushConntrack flushes the node namespace's conntrack table now, and
+// starts the count of connections since the last flush again.
+func (pn *PodNetwork) flushConntrack() error {
+	pn.ctMu.Lock()
+	defer pn.ctMu.Unlock()
+	if err := pn.env.FlushConntrack(); err != nil {
+		return err
+	}
+	pn.ctSince = 0
+	return nil
+}
+
 func (s ProbeSpec) validate() error {
 	var errs []error
 	if !s.Target.Addr().Unmap().Is4() || s.Target.Port() == 0 {
