@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kpsim/kpsim/scenarios"
-	"github.com/kpsim/kpsim/toolexec"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -19,6 +17,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
+
+	"github.com/kpsim/kpsim/scenarios"
+	"github.com/kpsim/kpsim/toolexec"
 )
 
 // The after-churn oracle: the dataplane a proxier reached through a run's

@@ -102,7 +102,7 @@ type Totals struct {
 	NFTablesCleanFailures  uint64 `json:"nftablesCleanupFailures,omitempty"`
 }
 
-// gatherFunc reads metric families (legacyregistry's gatherer, or a fake).
+// gatherFunc reads metric families (defaultGather, or a fake).
 type gatherFunc func() ([]*dto.MetricFamily, error)
 
 // defaultGather reads the metrics the recorder watches, and only those:
