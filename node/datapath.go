@@ -150,8 +150,9 @@ func strayReplies(got map[netip.AddrPort]int, allowed []netip.AddrPort) int {
 func dataPathKind(r netns.DataPathRun) reports.DataPathKind {
 	k := reports.DataPathKind{Sent: r.Sent, OK: r.OK, Seconds: r.Seconds, ProcessSeconds: r.ProcessSeconds,
 		ProcessSystemSeconds: r.ProcessSystemSeconds, Windows: r.Windows,
-		CPU: reports.CPUTicks{User: r.CPU.User, Nice: r.CPU.Nice, System: r.CPU.System, Idle: r.CPU.Idle,
-			IOWait: r.CPU.IOWait, IRQ: r.CPU.IRQ, SoftIRQ: r.CPU.SoftIRQ, Steal: r.CPU.Steal}}
+		// The result schema's mirror of netns.CPUTimes: a field added to
+		// one and not the other stops this conversion compiling.
+		CPU: reports.CPUTicks(r.CPU)}
 	for f, c := range r.Failures {
 		if k.Failures == nil {
 			k.Failures = map[string]int{}
