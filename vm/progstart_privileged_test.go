@@ -173,7 +173,15 @@ func TestPrivilegedVMProgramStart(t *testing.T) {
 			t.Fatalf("KPSIM_VM_PROGSTART_RUNS: %v", err)
 		}
 	}
-	cmds := [][]string{{"ipset", "--version"}, {"iptables-legacy", "--version"}, {"/usr/bin/busybox", "true"}}
+	cmds := [][]string{
+		{"ipset", "--version"},
+		// What kube-proxy's IPVS mode runs: one add per entry (the create
+		// comes first so that the add has its set).
+		{"ipset", "create", "kpsim-progstart", "hash:ip,port", "-exist"},
+		{"ipset", "add", "kpsim-progstart", "10.0.0.1,tcp:80", "-exist"},
+		{"iptables-legacy", "--version"},
+		{"/usr/bin/busybox", "true"},
+	}
 	var table []string
 	for _, m := range strings.Split(spec, ";") {
 		var stderr bytes.Buffer
