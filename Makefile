@@ -110,7 +110,7 @@ readme-excerpt:
 	@[ -f "$(RUN)/report.md" ] || { echo "usage: make readme-excerpt RUN=results/<run-id> (a directory with report.md)"; exit 2; }
 	@awk 'FNR == NR { \
 		if ($$0 ~ /^## /) keep = ($$0 ~ /^## (Syncs|Network programming)/); \
-		if ($$0 ~ /^- \*\*(run|scenario|kernel|cpus|kube-proxy|started)\*\*/) ex = ex $$0 "\n"; \
+		if ($$0 ~ /^- \*\*(run|scenario|kernel|cpus|kube-proxy|started|shared machine)\*\*/) ex = ex $$0 "\n"; \
 		else if (keep) { if (sub(/^## /, "#### ")) ex = ex "\n"; ex = ex $$0 "\n" } \
 		next } \
 	/<!-- scale-test excerpt: begin/ { print; printf "\n%s\n", ex; skip = 1; next } \

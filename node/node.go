@@ -673,9 +673,9 @@ func (n *node) finalState(ctx context.Context) error {
 }
 
 func calibration(c proxier.Calibration) *reports.Calibration {
-	out := &reports.Calibration{Kinds: map[string]reports.CalibrationKind{}}
+	out := &reports.Calibration{Kinds: map[string]reports.CalibrationKind{}, Taken: c.Taken}
 	for k, v := range c.Kinds {
-		out.Kinds[k] = reports.CalibrationKind{Op: v.Op, Runs: v.Runs, Median: v.Median, Min: v.Min, Max: v.Max}
+		out.Kinds[k] = reports.CalibrationKind{Op: v.Op, Runs: v.Runs, Median: v.Median, Min: v.Min, Max: v.Max, Samples: v.Samples}
 	}
 	return out
 }

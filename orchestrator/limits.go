@@ -125,11 +125,13 @@ func memAvailable(r io.Reader) int64 {
 // and the largest size that fits. (Conntrack needs no check: the prober
 // flushes the node's table before its probes could hold more than half
 // of nf_conntrack_max, netns.ProbeSpec.ConntrackBatch.)
-func checkLimits(file string, s *scenarios.Scenario, modes []scenarios.ModeSpec, placement map[string]string) error {
-	return checkLimitsOn(file, s, modes, placement, readMachine())
+//
+// With lanes, a host node and the VM run at once: their needs add up.
+func checkLimits(file string, s *scenarios.Scenario, modes []scenarios.ModeSpec, placement map[string]string, lanes bool) error {
+	return checkLimitsOn(file, s, modes, placement, lanes, readMachine())
 }
 
-func checkLimitsOn(file string, s *scenarios.Scenario, modes []scenarios.ModeSpec, placement map[string]string, m machine) error {
+func checkLimitsOn(file string, s *scenarios.Scenario, modes []scenarios.ModeSpec, placement map[string]string, lanes bool, m machine) error {
 	var errs []string
 	var vm bool
 	for _, md := range modes {
@@ -138,7 +140,7 @@ func checkLimitsOn(file string, s *scenarios.Scenario, modes []scenarios.ModeSpe
 		}
 	}
 	sz := s.Size()
-	var hostNeed int64
+	var hostNeed, hostNodes, vmNeed int64
 	for _, md := range modes {
 		est := nodeMemory(md.Mode, sz)
 		if placement[md.Name] == "vm" {
@@ -147,19 +149,24 @@ func checkLimitsOn(file string, s *scenarios.Scenario, modes []scenarios.ModeSpe
 				errs = append(errs, fmt.Sprintf("mode %s: its node needs an estimated %d MB (%d Services, %d endpoints, %d EndpointSlices), more than the %d MB a %d MiB VM leaves it; the largest Service count that fits is %d",
 					md.Name, est/1e6, sz.Services, sz.Endpoints, sz.EndpointSlices, avail/1e6, guestMemoryMiB, largestFit(md.Mode, sz, avail)))
 			}
-			hostNeed = max(hostNeed, int64(guestMemoryMiB)<<20+qemuOverhead)
+			vmNeed = int64(guestMemoryMiB)<<20 + qemuOverhead
 			continue
 		}
-		hostNeed = max(hostNeed, est)
+		hostNodes = max(hostNodes, est)
 		if m.memAvailable > 0 && est > m.memAvailable-orchestratorReserve {
 			errs = append(errs, fmt.Sprintf("mode %s: its node needs an estimated %d MB (%d Services, %d endpoints, %d EndpointSlices), more than the %d MB this machine has available (MemAvailable, less %d MB for kpsim run); the largest Service count that fits is %d",
 				md.Name, est/1e6, sz.Services, sz.Endpoints, sz.EndpointSlices, m.memAvailable/1e6, int64(orchestratorReserve)/1e6, largestFit(md.Mode, sz, m.memAvailable-orchestratorReserve)))
 		}
 	}
-	// Nodes run one at a time; a VM takes its whole memory on the host.
+	// Nodes run one at a time, or a host node beside the VM with lanes; a
+	// VM takes its whole memory on the host.
+	hostNeed, what := max(hostNodes, vmNeed), fmt.Sprintf("a %d MiB VM", guestMemoryMiB)
+	if lanes {
+		hostNeed, what = hostNodes+vmNeed, fmt.Sprintf("a %d MiB VM beside a host node (spec.vmLane: beside)", guestMemoryMiB)
+	}
 	if vm && m.memAvailable > 0 && hostNeed > m.memAvailable-orchestratorReserve {
-		errs = append(errs, fmt.Sprintf("a %d MiB VM needs about %d MB on the host, more than the %d MB available (MemAvailable, less %d MB for kpsim run)",
-			guestMemoryMiB, hostNeed/1e6, m.memAvailable/1e6, int64(orchestratorReserve)/1e6))
+		errs = append(errs, fmt.Sprintf("%s needs about %d MB on the host, more than the %d MB available (MemAvailable, less %d MB for kpsim run)",
+			what, hostNeed/1e6, m.memAvailable/1e6, int64(orchestratorReserve)/1e6))
 	}
 	if len(errs) > 0 {
 		var b bytes.Buffer

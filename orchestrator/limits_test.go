@@ -100,7 +100,7 @@ func TestShippedScenariosFit(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			s := loadTestScenario(t, f, nil)
-			if err := checkLimitsOn(f, s, s.Spec.Modes, placements(s, "host"), devMachine); err != nil {
+			if err := checkLimitsOn(f, s, s.Spec.Modes, placements(s, "host"), s.Spec.VMLane == scenarios.VMLaneBeside, devMachine); err != nil {
 				t.Errorf("refused: %v", err)
 			}
 		})
@@ -123,6 +123,7 @@ func TestLimitsRefused(t *testing.T) {
 		name      string
 		m         machine
 		placement map[string]string
+		lanes     bool
 		want      []string // substrings of the error; none: fits
 	}{
 		{name: "fits", m: devMachine},
@@ -149,13 +150,26 @@ func TestLimitsRefused(t *testing.T) {
 			placement: map[string]string{"iptables-legacy": "host", "nftables": "vm"},
 			want:      []string{"a 1024 MiB VM needs about 1178 MB on the host"},
 		},
+		{
+			name:      "VM after the host node: the larger of the two",
+			m:         machine{memAvailable: 1700e6, binaryBytes: 100e6},
+			placement: map[string]string{"iptables-legacy": "host", "nftables": "vm"},
+		},
+		{
+			name:      "VM beside the host node: both at once",
+			m:         machine{memAvailable: 1700e6, binaryBytes: 100e6},
+			placement: map[string]string{"iptables-legacy": "host", "nftables": "vm"},
+			lanes:     true,
+			// 700 MB for the iptables node and 1178 MB for the VM.
+			want: []string{"a 1024 MiB VM beside a host node (spec.vmLane: beside) needs about 1878 MB on the host"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.placement == nil {
 				tc.placement = map[string]string{"iptables-legacy": "host", "nftables": "host"}
 			}
 			s := loadTestScenario(t, "limits.yaml", []byte(limitsScenario))
-			err := checkLimitsOn("limits.yaml", s, s.Spec.Modes, tc.placement, tc.m)
+			err := checkLimitsOn("limits.yaml", s, s.Spec.Modes, tc.placement, tc.lanes, tc.m)
 			if len(tc.want) == 0 {
 				if err != nil {
 					t.Fatalf("refused: %v", err)

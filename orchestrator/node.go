@@ -88,7 +88,7 @@ func (r *run) startNode(p point, in node.Input, m scenarios.ModeSpec, logName st
 			return fail(err)
 		}
 	}
-	view := newProgressView(r.stderr, m.Name, started)
+	view := newProgressView(r.stderr, m.Name, started, r.lanes)
 	eventsDone := make(chan struct{})
 	go func() {
 		defer close(eventsDone)

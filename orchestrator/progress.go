@@ -44,8 +44,10 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-func newProgressView(w io.Writer, mode string, started time.Time) *progressView {
-	v := &progressView{w: w, tty: isTerminal(w), mode: mode, started: started, lastLine: started,
+// newProgressView starts a view; plain forces plain lines even on a
+// terminal (two lanes of nodes would redraw over each other).
+func newProgressView(w io.Writer, mode string, started time.Time, plain bool) *progressView {
+	v := &progressView{w: w, tty: !plain && isTerminal(w), mode: mode, started: started, lastLine: started,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go v.loop()
 	return v

@@ -11,7 +11,7 @@ import (
 
 func TestProgressStatus(t *testing.T) {
 	var buf bytes.Buffer
-	v := newProgressView(&buf, "nftables", time.Now().Add(-90*time.Second))
+	v := newProgressView(&buf, "nftables", time.Now().Add(-90*time.Second), false)
 	defer v.close()
 	if v.tty {
 		t.Fatal("a buffer is not a terminal")

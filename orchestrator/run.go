@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -39,6 +40,8 @@ type Options struct {
 	// spec.repeat (0: the scenario's).
 	Variants []scenarios.Variant
 	Repeat   int
+	// VMLane replaces the scenario's spec.vmLane ("" keeps it).
+	VMLane string
 }
 
 // run is one `kpsim run`: what it runs and where its files go.
@@ -51,6 +54,8 @@ type run struct {
 	// placement says where each mode entry runs: "host" or "vm".
 	placement map[string]string
 	id        string
+	// lanes: VM entries run in a lane beside the host entries' lane.
+	lanes bool
 	// variants are the binaries compared in this run, resolved; nil for
 	// an ordinary run.
 	variants []variant
@@ -101,7 +106,10 @@ func Run(ctx context.Context, file string, o Options) (*reports.Result, string, 
 	if r.placement, err = place(o.Stderr, s, r.modes, host, o.Kernel); err != nil {
 		return nil, "", err
 	}
-	if err := checkLimits(file, s, r.modes, r.placement); err != nil {
+	if r.lanes, err = wantLanes(s, o, r.placement, len(r.variants) > 0); err != nil {
+		return nil, "", err
+	}
+	if err := checkLimits(file, s, r.modes, r.placement, r.lanes); err != nil {
 		return nil, "", err
 	}
 	if !host.Root {
@@ -160,14 +168,10 @@ func (r *run) execute(host *proxier.Host) *reports.Result {
 		res.Modes = r.variantRuns()
 		res.Variants = r.variantInfo()
 	default:
-		for _, m := range r.modes {
-			res.Modes = append(res.Modes, r.runMode(r.main, m))
-			if r.ctx.Err() != nil {
-				break
-			}
-		}
+		res.Modes, res.Lanes = r.runEntries()
 	}
 	r.estimateVMTimings(res)
+	measureLaneCost(res)
 	res.Sweep = sweepSummary(s, r.modes, res)
 	res.Host = hostCheck(before, snapErr)
 	res.Finished = time.Now()
@@ -212,10 +216,72 @@ func (r *run) estimateVMTimings(res *reports.Result) {
 	}
 	res.HostCalibration = out.Calibration
 	for i := range res.Modes {
-		if pl := res.Modes[i].Placement; pl != nil && pl.Kernel == scenarios.KernelVM {
-			res.Modes[i].NativeEstimate = reports.EstimateNative(&res.Modes[i], res.HostCalibration, res.Modes[i].Calibration)
+		m := &res.Modes[i]
+		if pl := m.Placement; pl == nil || pl.Kernel != scenarios.KernelVM {
+			continue
+		}
+		// An entry with a twin on the host is estimated from the
+		// calibrations alone and checked against what its twin measured:
+		// the twins' own nodes' calibrations, taken under the conditions
+		// of their syncs (beside the other lane, with lanes). The others
+		// take the CPU slowdown from the first twins' first syncs (the
+		// same workload on both kernels) and the rest from the host
+		// calibration node, which runs alone after every entry.
+		if twin := hostTwin(res.Modes, m); twin != nil {
+			hostCal := twin.Calibration
+			if hostCal == nil {
+				hostCal = res.HostCalibration
+			}
+			m.NativeEstimate = reports.EstimateNative(m, reports.MeasureSlowdowns(nil, nil, hostCal, m.Calibration))
+			if m.NativeEstimate != nil {
+				m.NativeEstimate.CheckAgainst(twin)
+			}
+			continue
+		}
+		h, v := twinPair(res.Modes)
+		m.NativeEstimate = reports.EstimateNative(m, reports.MeasureSlowdowns(h, v, res.HostCalibration, m.Calibration))
+	}
+}
+
+// hostTwin is the host entry that ran the same workload as the VM entry
+// vm: the same mode and backend, at the same sweep size and variant.
+func hostTwin(modes []reports.ModeResult, vm *reports.ModeResult) *reports.ModeResult {
+	backend := func(m *reports.ModeResult) string {
+		if m.Mode == scenarios.ModeNFTables {
+			return ""
+		}
+		return cmp.Or(m.Backend, scenarios.BackendLegacy)
+	}
+	for i := range modes {
+		h := &modes[i]
+		if h.Placement == nil || h.Placement.Kernel != scenarios.KernelHost || h.Error != "" || h.Skipped != "" ||
+			h.Mode != vm.Mode || backend(h) != backend(vm) {
+			continue
+		}
+		if (h.Sweep == nil) != (vm.Sweep == nil) || h.Sweep != nil && h.Sweep.Count != vm.Sweep.Count {
+			continue
+		}
+		if (h.Variant == nil) != (vm.Variant == nil) || h.Variant != nil && (h.Variant.Variant != vm.Variant.Variant || h.Variant.Run != vm.Variant.Run) {
+			continue
+		}
+		return h
+	}
+	return nil
+}
+
+// twinPair is the first VM entry with a host twin whose first syncs give
+// a CPU slowdown, and that twin; nils when there is none.
+func twinPair(modes []reports.ModeResult) (host, vm *reports.ModeResult) {
+	for i := range modes {
+		v := &modes[i]
+		if v.Placement == nil || v.Placement.Kernel != scenarios.KernelVM || v.Error != "" {
+			continue
+		}
+		if h := hostTwin(modes, v); h != nil && reports.MeasureSlowdowns(h, v, nil, nil).Twin[0] != "" {
+			return h, v
 		}
 	}
+	return nil, nil
 }
 
 // place decides where each mode entry runs, before anything is created:
@@ -342,6 +408,10 @@ func (r *run) runMode(p point, m scenarios.ModeSpec) reports.ModeResult {
 	vm := r.placement[m.Name] == scenarios.KernelVM
 	in := node.Input{Version: node.ProtocolVersion, ScenarioFile: p.file, ScenarioYAML: p.data, Mode: m.Name, OutDir: p.dir, InVM: vm}
 	mr := r.startNode(p, in, m, m.Name+".node.log")
+	if mr.Error == "" && wantsOracle(p.s) && vm && p.s.Spec.Expectations.Oracle == scenarios.OracleHost {
+		mr.Oracle = &reports.Oracle{Skipped: "the scenario runs the oracle on host entries only (expectations.oracle: host): in the VM it costs a second first sync"}
+		return mr
+	}
 	if mr.Error == "" && wantsOracle(p.s) && r.ctx.Err() == nil {
 		o := r.runOracle(p, m)
 		mr.Oracle = &o
@@ -358,7 +428,7 @@ func wantsOracle(s *scenarios.Scenario) bool {
 	switch s.Spec.Expectations.Oracle {
 	case scenarios.OracleSkip:
 		return false
-	case scenarios.OracleEqual:
+	case scenarios.OracleEqual, scenarios.OracleHost:
 		return true
 	}
 	for _, st := range s.Spec.Steps {

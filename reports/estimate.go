@@ -4,12 +4,16 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Calibration mirrors proxier.Calibration in the result schema: unit
 // costs by kind (iptables, ipset, ipvs, cpu), seconds per operation.
 type Calibration struct {
 	Kinds map[string]CalibrationKind `json:"kinds"`
+	// Taken is when the calibration began (zero in results from before
+	// it was kept).
+	Taken time.Time `json:"taken,omitzero"`
 }
 
 // CalibrationKind is one measured unit cost.
@@ -19,26 +23,56 @@ type CalibrationKind struct {
 	Median float64 `json:"median"`
 	Min    float64 `json:"min"`
 	Max    float64 `json:"max"`
+	// Samples are the runs' seconds per operation (results written
+	// before they were kept have none).
+	Samples []float64 `json:"samples,omitempty"`
 }
 
 // NativeEstimate is what a VM mode's syncs would take on the host,
 // estimated kind by kind: each sync's time in timed calls of a kind is
-// divided by that kind's slowdown (VM median / host median of the same
-// operation, both measured in this run), the rest by the CPU slowdown.
-// Low and High use the calibrations' extremes (VM min / host max, VM max
-// / host min). It is an estimate, labelled as one; it is never compared
-// with host timings as if measured.
+// divided by that kind's slowdown, the rest of it (the proxier's own work)
+// by the CPU slowdown. It is an estimate, labelled as one; it is never
+// compared with host timings as if measured.
 type NativeEstimate struct {
 	Method string `json:"method"`
-	// Factors are the slowdowns by kind: median, low, high.
+	// Factors are the slowdowns (VM/host) by kind: estimate, low, high.
 	Factors map[string][3]float64 `json:"factors"`
+	// FactorSources say what each slowdown was measured on.
+	FactorSources map[string]string `json:"factorSources,omitempty"`
 	// FirstSync and SyncP50 in seconds: estimate, low, high.
 	FirstSync [3]float64 `json:"firstSync"`
 	SyncP50   [3]float64 `json:"syncP50"`
 	SyncP99   [3]float64 `json:"syncP99"`
+	// Check is the estimate's test against a measurement: set on the VM
+	// entry that runs the same workload as a host entry.
+	Check *EstimateCheck `json:"check,omitempty"`
 }
 
-const estimateMethod = "per sync: time in timed calls of each kind (iptables program runs, ipset program runs, IPVS netlink) divided by that kind's VM/host slowdown, the rest by the CPU slowdown; slowdowns from the same operations timed in the VM's node and in a node on the host in this run (Calibration); low/high from the calibrations' min and max"
+// EstimateCheck compares the estimated first sync of a VM entry with the
+// first sync its twin measured on the host in the same run. That estimate
+// uses the calibrations alone, so the check is out of sample: it tests the
+// unit costs the other VM entries' estimates rest on.
+type EstimateCheck struct {
+	HostEntry     string  `json:"hostEntry"`
+	HostFirstSync float64 `json:"hostFirstSync"`
+	Covered       bool    `json:"covered"`
+}
+
+// Slowdowns are the VM/host factors by kind of sync time measured in one
+// run, each with its 95% interval, and what each was measured on.
+type Slowdowns struct {
+	Factors map[string][3]float64
+	Sources map[string]string
+	// Twin names the host and VM entries whose first syncs gave the CPU
+	// and iptables slowdowns; empty when the calibration gave them.
+	Twin [2]string
+}
+
+const estimateMethod = "per sync: time in timed calls of each kind (iptables program runs, ipset program runs, IPVS netlink) divided by that kind's VM/host slowdown, the rest (kube-proxy's own work) by the CPU slowdown. " +
+	"Slowdowns of the timed calls come from the same operations timed in the VM's node and in a node on the host in this run (Calibration: 20-200 runs each), each a Hodges-Lehmann ratio with its 95% interval. " +
+	"The CPU and iptables slowdowns come from the same workload on both kernels when the scenario has one: the first sync of a mode entry on the host and of its twin in the VM, outside their timed calls and in their iptables runs (one sync each: a point value); else from the calibration. " +
+	"Low/high take every slowdown at its interval's end; they cover the calibrations' uncertainty, not the VM run's own noise. " +
+	"The twin's own estimate uses the calibration alone and is checked against what the host measured."
 
 // PartKind is the kind of a Sync.Kernel part: "iptables" for
 // "iptables-restore", "nft" for "nft-list".
@@ -47,23 +81,85 @@ func PartKind(part string) string {
 	return kind
 }
 
-// EstimateNative scales a VM mode's syncs to the host with two
-// calibrations taken in the same run; nil when a needed kind is missing.
-func EstimateNative(m *ModeResult, host, vm *Calibration) *NativeEstimate {
-	if host == nil || vm == nil || len(m.Syncs) == 0 {
-		return nil
+// ownWork is the seconds of a sync outside its timed calls.
+func ownWork(s Sync) float64 {
+	v := s.Seconds
+	for _, secs := range s.Kernel {
+		v -= secs
 	}
-	e := &NativeEstimate{Method: estimateMethod, Factors: map[string][3]float64{}}
-	for kind, v := range vm.Kinds {
-		h, ok := host.Kinds[kind]
-		if !ok || h.Median <= 0 || h.Min <= 0 || h.Max <= 0 {
+	return v
+}
+
+// MeasureSlowdowns takes each kind's slowdown from the calibrations'
+// samples (results from before samples were kept: their medians, with
+// the extremes for the interval), and the CPU and iptables slowdowns from
+// the twins' first syncs when host and vm (entries of one mode and
+// backend, one on each kernel) are given and both have one. Measured
+// here: unit costs on an empty table put iptables-legacy's slowdown at
+// 11x where its 64,000-rule first sync took 16x (libiptc copies the whole
+// table each run), while the CPU calibration agreed with the twins (15.2x
+// against 15.5x).
+func MeasureSlowdowns(host, vm *ModeResult, hostCal, vmCal *Calibration) Slowdowns {
+	sl := Slowdowns{Factors: map[string][3]float64{}, Sources: map[string]string{}}
+	if hostCal != nil && vmCal != nil {
+		for kind, v := range vmCal.Kinds {
+			h, ok := hostCal.Kinds[kind]
+			if !ok || h.Median <= 0 || h.Min <= 0 || h.Max <= 0 {
+				continue
+			}
+			if r, err := EstimateRatio(h.Samples, v.Samples); err == nil && len(h.Samples) >= 5 && len(v.Samples) >= 5 {
+				sl.Factors[kind] = [3]float64{r.Ratio, r.Low, r.High}
+				sl.Sources[kind] = fmt.Sprintf("%s (%d runs on the host, %d in the VM)", v.Op, len(h.Samples), len(v.Samples))
+				continue
+			}
+			sl.Factors[kind] = [3]float64{v.Median / h.Median, v.Min / h.Max, v.Max / h.Min}
+			sl.Sources[kind] = fmt.Sprintf("%s (medians; range from the extremes)", v.Op)
+		}
+	}
+	if host == nil || vm == nil || len(host.Syncs) == 0 || len(vm.Syncs) == 0 || !host.Syncs[0].Succeeded || !vm.Syncs[0].Succeeded {
+		return sl
+	}
+	for _, kind := range []string{"cpu", "iptables"} {
+		what, h, v := "kube-proxy's own work (outside timed calls)", ownWork(host.Syncs[0]), ownWork(vm.Syncs[0])
+		if kind == "iptables" {
+			what, h, v = "iptables program runs", kindSeconds(host.Syncs[0], kind), kindSeconds(vm.Syncs[0], kind)
+		}
+		if h <= 0 || v <= 0 {
 			continue
 		}
-		e.Factors[kind] = [3]float64{v.Median / h.Median, v.Min / h.Max, v.Max / h.Min}
+		sl.Factors[kind] = [3]float64{v / h, v / h, v / h}
+		sl.Sources[kind] = fmt.Sprintf("%s in the first sync, the same workload: %s on the host %s, %s in the VM %s",
+			what, host.Name, seconds(h), vm.Name, seconds(v))
+		sl.Twin = [2]string{host.Name, vm.Name}
 	}
-	cpu, ok := e.Factors["cpu"]
+	return sl
+}
+
+// kindSeconds is the seconds of a sync in timed calls of kind.
+func kindSeconds(s Sync, kind string) float64 {
+	v := 0.0
+	for part, secs := range s.Kernel {
+		if PartKind(part) == kind {
+			v += secs
+		}
+	}
+	return v
+}
+
+// EstimateNative scales a VM mode's syncs to the host with slowdowns
+// measured in the same run; nil when a needed kind is missing.
+func EstimateNative(m *ModeResult, sl Slowdowns) *NativeEstimate {
+	if len(m.Syncs) == 0 {
+		return nil
+	}
+	cpu, ok := sl.Factors["cpu"]
 	if !ok {
 		return nil
+	}
+	e := &NativeEstimate{Method: estimateMethod, Factors: map[string][3]float64{}, FactorSources: map[string]string{}}
+	for k, f := range sl.Factors {
+		e.Factors[k] = f
+		e.FactorSources[k] = sl.Sources[k]
 	}
 	estimate := func(s Sync) ([3]float64, bool) {
 		var out [3]float64
@@ -109,6 +205,25 @@ func EstimateNative(m *ModeResult, host, vm *Calibration) *NativeEstimate {
 	return e
 }
 
+// CheckAgainst records whether the first sync's range covers what twin
+// measured on the host.
+func (e *NativeEstimate) CheckAgainst(twin *ModeResult) {
+	if len(twin.Syncs) == 0 {
+		return
+	}
+	got := twin.Syncs[0].Seconds
+	e.Check = &EstimateCheck{HostEntry: twin.Name, HostFirstSync: got, Covered: e.FirstSync[1] <= got && got <= e.FirstSync[2]}
+}
+
+// Spread is the range's larger distance from the estimate, as a fraction
+// of it.
+func Spread(v [3]float64) float64 {
+	if v[0] <= 0 {
+		return 0
+	}
+	return max(v[0]-v[1], v[2]-v[0]) / v[0]
+}
+
 // String is one line for the summary.
 func (e *NativeEstimate) String() string {
 	kinds := make([]string, 0, len(e.Factors))
@@ -118,9 +233,18 @@ func (e *NativeEstimate) String() string {
 	sort.Strings(kinds)
 	var fs []string
 	for _, k := range kinds {
-		fs = append(fs, fmt.Sprintf("%s %.1fx", k, e.Factors[k][0]))
+		f := e.Factors[k]
+		fs = append(fs, fmt.Sprintf("%s %.1fx [%.1f-%.1f]", k, f[0], f[1], f[2]))
 	}
-	return fmt.Sprintf("estimated on the host: first sync %s (%s-%s), sync p50 %s (%s-%s); VM slowdowns %s",
-		seconds(e.FirstSync[0]), seconds(e.FirstSync[1]), seconds(e.FirstSync[2]),
+	out := fmt.Sprintf("estimated on the host: first sync %s (%s-%s, ±%.0f%%), sync p50 %s (%s-%s); VM slowdowns %s",
+		seconds(e.FirstSync[0]), seconds(e.FirstSync[1]), seconds(e.FirstSync[2]), 100*Spread(e.FirstSync),
 		seconds(e.SyncP50[0]), seconds(e.SyncP50[1]), seconds(e.SyncP50[2]), strings.Join(fs, ", "))
+	if c := e.Check; c != nil {
+		verdict := "covers it"
+		if !c.Covered {
+			verdict = "does NOT cover it"
+		}
+		out += fmt.Sprintf("; %s measured %s on the host: the range %s", c.HostEntry, seconds(c.HostFirstSync), verdict)
+	}
+	return out
 }

@@ -2,23 +2,25 @@ package reports
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
+
+func constantCal(ipset, ipt, cpu float64) *Calibration {
+	return &Calibration{Kinds: map[string]CalibrationKind{
+		"ipset":    {Median: ipset, Min: ipset, Max: ipset},
+		"iptables": {Median: ipt, Min: ipt, Max: ipt},
+		"cpu":      {Median: cpu, Min: cpu, Max: cpu},
+	}}
+}
 
 // A VM sync of 10 s: 7 s in ipset program runs (35x slower in the VM), 2 s
 // in iptables (20x), 1 s of the proxier's own work (8x): the host
 // estimate is 0.2 + 0.1 + 0.125 = 0.425 s.
 func TestEstimateNative(t *testing.T) {
-	cal := func(ipset, ipt, cpu float64) *Calibration {
-		return &Calibration{Kinds: map[string]CalibrationKind{
-			"ipset":    {Median: ipset, Min: ipset, Max: ipset},
-			"iptables": {Median: ipt, Min: ipt, Max: ipt},
-			"cpu":      {Median: cpu, Min: cpu, Max: cpu},
-		}}
-	}
-	host, vm := cal(0.001, 0.002, 0.01), cal(0.035, 0.040, 0.08)
+	host, vm := constantCal(0.001, 0.002, 0.01), constantCal(0.035, 0.040, 0.08)
 	m := &ModeResult{Syncs: []Sync{{Seconds: 10, Kernel: map[string]float64{"ipset": 7, "iptables": 2}}}}
-	e := EstimateNative(m, host, vm)
+	e := EstimateNative(m, MeasureSlowdowns(nil, nil, host, vm))
 	if e == nil {
 		t.Fatal("no estimate")
 	}
@@ -30,7 +32,91 @@ func TestEstimateNative(t *testing.T) {
 	}
 	// A kind the host did not calibrate: no estimate rather than a guess.
 	delete(host.Kinds, "ipset")
-	if e := EstimateNative(m, host, vm); e != nil {
+	if e := EstimateNative(m, MeasureSlowdowns(nil, nil, host, vm)); e != nil {
 		t.Errorf("estimate without the ipset calibration: %+v", e)
+	}
+}
+
+// The twins' first syncs give the CPU slowdown (outside timed calls:
+// 0.1 s on the host, 1.4 s in the VM, 14x, against 8x from the
+// calibration); the timed calls keep the calibrations' slowdowns, from
+// their samples with an interval; the check compares with the host.
+func TestEstimateNativeFromTwins(t *testing.T) {
+	samples := func(v float64) []float64 {
+		var xs []float64
+		for i := range 20 {
+			xs = append(xs, v*(1+0.03*math.Cos(float64(i))))
+		}
+		return xs
+	}
+	host, vm := constantCal(0.001, 0.002, 0.01), constantCal(0.035, 0.040, 0.08)
+	for kind, pair := range map[string][2]float64{"ipset": {0.001, 0.035}, "iptables": {0.002, 0.040}} {
+		h, v := host.Kinds[kind], vm.Kinds[kind]
+		h.Samples, v.Samples = samples(pair[0]), samples(pair[1])
+		host.Kinds[kind], vm.Kinds[kind] = h, v
+	}
+	first := func(secs, restore float64) []Sync {
+		return []Sync{{Seconds: secs, Full: true, Succeeded: true, Merged: 1, Kernel: map[string]float64{"iptables-restore": restore}}}
+	}
+	hostTwin := &ModeResult{Name: "iptables-legacy", Syncs: first(0.6, 0.5)}
+	vmTwin := &ModeResult{Name: "iptables-legacy-vm", Syncs: first(11.4, 10)}
+	sl := MeasureSlowdowns(hostTwin, vmTwin, host, vm)
+	for kind, want := range map[string]float64{"iptables": 20, "cpu": 14, "ipset": 35} {
+		f := sl.Factors[kind]
+		if math.Abs(f[0]-want)/want > 0.02 {
+			t.Errorf("%s slowdown %v, want about %v", kind, f, want)
+		}
+		if !(f[1] <= f[0] && f[0] <= f[2]) || f[2]/f[1] > 1.3 {
+			t.Errorf("%s slowdown interval %v: want it around the estimate and narrow", kind, f)
+		}
+	}
+	if f := sl.Factors["ipset"]; f[1] == f[2] {
+		t.Errorf("ipset slowdown %v: samples with spread give an interval", f)
+	}
+	if f := sl.Factors["iptables"]; !strings.Contains(sl.Sources["iptables"], "iptables program runs in the first sync") || f[1] != f[2] {
+		t.Errorf("iptables slowdown %v from %q: want the twins' first syncs, a point value", sl.Factors["iptables"], sl.Sources["iptables"])
+	}
+	if !strings.Contains(sl.Sources["cpu"], "iptables-legacy-vm in the VM 1.4s") || sl.Twin != [2]string{"iptables-legacy", "iptables-legacy-vm"} {
+		t.Errorf("cpu source %q, twin %v: want the twins named", sl.Sources["cpu"], sl.Twin)
+	}
+
+	// An IPVS first sync of 100 s: 90 s of ipset (35x), 7 s of IPVS
+	// netlink (no calibration here: no estimate), 3 s of its own (14x).
+	ipvs := &ModeResult{Name: "ipvs", Syncs: []Sync{{Seconds: 100, Succeeded: true, Kernel: map[string]float64{"ipset": 90, "ipvs": 7}}}}
+	if e := EstimateNative(ipvs, sl); e != nil {
+		t.Errorf("estimate without an ipvs slowdown: %+v", e)
+	}
+	sl.Factors["ipvs"] = [3]float64{7, 7, 7}
+	e := EstimateNative(ipvs, sl)
+	if e == nil {
+		t.Fatal("no estimate")
+	}
+	if want := 90/35.0 + 1 + 3/14.0; math.Abs(e.FirstSync[0]-want)/want > 0.02 {
+		t.Errorf("first sync estimate %v, want about %v", e.FirstSync[0], want)
+	}
+	if Spread(e.FirstSync) <= 0 || Spread(e.FirstSync) > 0.3 {
+		t.Errorf("range %v: ±%.0f%%, want some spread within ±30%%", e.FirstSync, 100*Spread(e.FirstSync))
+	}
+
+	// The twin checked against the host: 10 s of restore (20x) and 1.4 s
+	// of its own (8x by the calibration) is 0.675 s, against 0.6 measured.
+	e = EstimateNative(vmTwin, MeasureSlowdowns(nil, nil, host, vm))
+	e.CheckAgainst(hostTwin)
+	if e.Check == nil || e.Check.Covered {
+		t.Errorf("check %+v: the host measured 0.6 s, outside %v", e.Check, e.FirstSync)
+	}
+	if !strings.Contains(e.String(), "does NOT cover it") {
+		t.Errorf("summary %q hides the failed check", e.String())
+	}
+	hostTwin.Syncs[0].Seconds = e.FirstSync[0]
+	e.CheckAgainst(hostTwin)
+	if !e.Check.Covered {
+		t.Errorf("check %+v: the host value is the estimate itself", e.Check)
+	}
+
+	// A twin whose first sync failed gives no CPU slowdown.
+	vmTwin.Syncs[0].Succeeded = false
+	if sl := MeasureSlowdowns(hostTwin, vmTwin, host, vm); sl.Factors["cpu"][0] != 8 || sl.Twin[0] != "" {
+		t.Errorf("with a failed VM first sync: %+v, want the calibration's 8x", sl)
 	}
 }

@@ -94,12 +94,56 @@ func reportFacts(r *Result) []fact {
 		}
 		facts = append(facts, fact{"started", when})
 	}
+	if l := r.Lanes; l != nil {
+		facts = append(facts, fact{"shared machine", laneFact(l)})
+	}
 	facts = append(facts, fact{"host namespace", hostVerdict(r.Host)})
 	verdict := "FAILED (a mode failed or an expectation was missed)"
 	if r.Passed {
 		verdict = "passed"
 	}
 	return append(facts, fact{"verdict", verdict})
+}
+
+// laneFact says which entries ran beside which, for how long, and what
+// the sharing cost the host's unit costs.
+func laneFact(l *Lanes) string {
+	var parts []string
+	for _, lane := range []struct {
+		name    string
+		entries []LaneEntry
+	}{{"host", l.Host}, {"VM", l.VM}} {
+		var es []string
+		for _, e := range lane.entries {
+			es = append(es, fmt.Sprintf("%s (%s, %s of it beside the other lane)", e.Name,
+				e.Finished.Sub(e.Started).Round(time.Second), (time.Duration(e.Beside*float64(time.Second))).Round(time.Second)))
+		}
+		parts = append(parts, lane.name+" lane: "+strings.Join(es, ", "))
+	}
+	out := "the VM entries ran in a lane beside the host entries' (spec.vmLane: beside), so their timings were taken while the other lane used the CPUs too: " +
+		strings.Join(parts, "; ") + "."
+	costs := func(m map[string]RatioShift) string {
+		var cs []string
+		for _, kind := range slices.Sorted(maps.Keys(m)) {
+			c := m[kind]
+			cs = append(cs, fmt.Sprintf("%s %+.0f%% [%+.0f%%, %+.0f%%]", kind, 100*(c.Ratio-1), 100*(c.Low-1), 100*(c.High-1)))
+		}
+		return strings.Join(cs, ", ")
+	}
+	out += " What sharing cost, from the unit costs every node measures before its proxier starts (ratio beside/alone, 95% CI):"
+	if len(l.HostCost) > 0 {
+		out += fmt.Sprintf(" host (%s's nodes beside the VM lane, against the calibration node alone after both lanes): %s;",
+			strings.Join(l.HostCostEntries, ", "), costs(l.HostCost))
+	} else {
+		out += " host: not measured (no host node calibrated beside the VM lane);"
+	}
+	if len(l.VMCost) > 0 {
+		out += fmt.Sprintf(" VM (%s's node beside the host lane, against %s's after it): %s.",
+			strings.Join(l.VMCostEntries[0], ", "), strings.Join(l.VMCostEntries[1], ", "), costs(l.VMCost))
+	} else {
+		out += " VM: not measured (no VM node calibrated both beside the host lane and after it)."
+	}
+	return out + " kpsim run --vm-lane after runs one entry at a time."
 }
 
 // toolFacts are the versions of what kube-proxy ran, one line per kernel
@@ -275,6 +319,8 @@ func oracleVerdict(o *Oracle) string {
 	switch {
 	case o == nil:
 		return "-"
+	case o.Skipped != "":
+		return "not run: " + o.Skipped
 	case !o.Checked:
 		return "not checked: " + firstLine(o.Error)
 	case o.Equal:

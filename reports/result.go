@@ -47,6 +47,41 @@ type Result struct {
 	// Variants are the binaries a comparison of variants ran (see
 	// ModeResult.Variant), in the order they alternated.
 	Variants []Variant `json:"variants,omitempty"`
+	// Lanes is set when the VM entries ran in a lane beside the host
+	// entries' (spec.vmLane: beside): the two shared the machine.
+	Lanes *Lanes `json:"lanes,omitempty"`
+}
+
+// Lanes says how two lanes of entries shared the machine, and what it
+// cost.
+type Lanes struct {
+	// Entries are the entries of each lane, in the order they ran.
+	Host []LaneEntry `json:"host"`
+	VM   []LaneEntry `json:"vm"`
+	// HostCost is, per unit-cost kind (Calibration), how much slower the
+	// host's unit costs were in the host entries' nodes that calibrated
+	// while the VM lane ran than in the node that calibrated alone after
+	// both lanes (Result.HostCalibration): a ratio with its 95% interval.
+	HostCost map[string]RatioShift `json:"hostCost,omitempty"`
+	// HostCostEntries are the host entries whose calibrations HostCost
+	// pools.
+	HostCostEntries []string `json:"hostCostEntries,omitempty"`
+	// VMCost is the same for the VM: unit costs in the VM entries' nodes
+	// that calibrated while the host lane ran (VMCostEntries[0]) against
+	// those that calibrated after it (VMCostEntries[1]).
+	VMCost        map[string]RatioShift `json:"vmCost,omitempty"`
+	VMCostEntries [2][]string           `json:"vmCostEntries,omitzero"`
+}
+
+// LaneEntry is one entry's time in its lane, main node and oracle
+// together.
+type LaneEntry struct {
+	Name     string    `json:"name"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	// Beside is the seconds of it during which the other lane was
+	// running an entry.
+	Beside float64 `json:"beside"`
 }
 
 // ScenarioInfo identifies a scenario file.
@@ -274,9 +309,12 @@ type SweepFit struct {
 // mode built from the final API state in one full sync (in a second node
 // process).
 type Oracle struct {
-	// Checked is false when the comparison could not be made (Error).
+	// Checked is false when the comparison could not be made (Error) or
+	// was not asked for (Skipped).
 	Checked bool `json:"checked"`
-	Equal   bool `json:"equal"`
+	// Skipped says why the scenario did not run the oracle for this entry.
+	Skipped string `json:"skipped,omitempty"`
+	Equal   bool   `json:"equal"`
 	// Diff is "-" lines only the fresh proxier wrote, "+" lines only the
 	// churned one has.
 	Diff  string `json:"diff,omitempty"`

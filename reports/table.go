@@ -19,6 +19,9 @@ func WriteSummary(w io.Writer, r *Result) error {
 	for _, f := range toolFacts(r) {
 		fmt.Fprintln(w, wrap(f.Name+": "+f.Value, 108, "  "))
 	}
+	if r.Lanes != nil {
+		fmt.Fprintln(w, wrap("shared machine: "+laneFact(r.Lanes), 108, "  "))
+	}
 	fmt.Fprintln(w)
 
 	t := newTable(w)

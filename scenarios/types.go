@@ -87,7 +87,22 @@ type Spec struct {
 	// watches, command faults its first syncs. A step's fault is armed
 	// when the step runs.
 	Faults []Fault `yaml:"faults,omitempty" json:"faults,omitempty"`
+	// VMLane says when the mode entries placed in a VM run: "after" the
+	// host's entries, one entry at a time (default), or "beside" them, a
+	// lane of VM entries running at the same time as the lane of host
+	// entries. Beside saves the VM's time (minutes under software
+	// emulation) but the two lanes share the machine's CPUs: the report
+	// says which entries overlapped, for how long, and what sharing cost
+	// the host's unit costs. Not with variants or a sweep. `kpsim run
+	// --vm-lane` overrides it.
+	VMLane string `yaml:"vmLane,omitempty" json:"vmLane,omitempty"`
 }
+
+// Spec.VMLane values.
+const (
+	VMLaneAfter  = "after"
+	VMLaneBeside = "beside"
+)
 
 // Variant is one kpsim binary of a before/after comparison.
 type Variant struct {
@@ -521,6 +536,10 @@ type WaitStep struct {
 const (
 	OracleEqual = "equal"
 	OracleSkip  = "skip"
+	// OracleHost runs the oracle for the entries on the host only: in an
+	// emulated VM it costs a second first sync (about 3 minutes for IPVS
+	// at 2000x10).
+	OracleHost = "host"
 )
 
 // Expectations are thresholds checked after a run. Unset means unchecked,

@@ -613,8 +613,8 @@ func (v *validator) expectations(p *field.Path) field.ErrorList {
 	if a := e.DistributionAlpha; a != nil && (*a <= 0 || *a >= 0.5 || math.IsNaN(*a)) {
 		errs = append(errs, field.Invalid(p.Child("distributionAlpha"), *a, "must be a probability in (0, 0.5)"))
 	}
-	if e.Oracle != "" && e.Oracle != OracleEqual && e.Oracle != OracleSkip {
-		errs = append(errs, field.NotSupported(p.Child("oracle"), e.Oracle, []string{OracleEqual, OracleSkip}))
+	if e.Oracle != "" && e.Oracle != OracleEqual && e.Oracle != OracleSkip && e.Oracle != OracleHost {
+		errs = append(errs, field.NotSupported(p.Child("oracle"), e.Oracle, []string{OracleEqual, OracleSkip, OracleHost}))
 	}
 	for i, r := range e.Rules {
 		rp := p.Child("rules").Index(i)
@@ -669,7 +669,19 @@ func (v *validator) variants(spec *field.Path) field.ErrorList {
 	case r > 0 && len(v.s.Spec.Variants) == 0:
 		errs = append(errs, field.Forbidden(spec.Child("repeat"), "repeats the runs of spec.variants, which are not set (with kpsim run --variants, use --repeat)"))
 	}
+	errs = append(errs, CheckVMLane(spec.Child("vmLane"), v.s.Spec.VMLane)...)
+	if v.s.Spec.VMLane == VMLaneBeside && (len(v.s.Spec.Variants) > 0 || v.s.Spec.Sweep != nil) {
+		errs = append(errs, field.Forbidden(spec.Child("vmLane"), "a VM lane beside the host's is for plain runs: variants and sweeps compare timings across runs, which sharing the machine would skew"))
+	}
 	return errs
+}
+
+// CheckVMLane checks spec.vmLane or kpsim run --vm-lane (at p).
+func CheckVMLane(p *field.Path, lane string) field.ErrorList {
+	if lane != "" && lane != VMLaneAfter && lane != VMLaneBeside {
+		return field.ErrorList{field.NotSupported(p, lane, []string{VMLaneAfter, VMLaneBeside})}
+	}
+	return nil
 }
 
 // CheckVariants checks the variants of a comparison (spec.variants or
