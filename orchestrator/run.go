@@ -215,39 +215,46 @@ func (r *run) estimateVMTimings(res *reports.Result) {
 		return
 	}
 	res.HostCalibration = out.Calibration
+	inVM := func(m *reports.ModeResult) bool {
+		return m.Placement != nil && m.Placement.Kernel == scenarios.KernelVM
+	}
+	// First the entries with a twin on the host: estimated from the
+	// calibrations alone and checked against what the twin measured, with
+	// the twins' own nodes' calibrations, taken under the conditions of
+	// their syncs (beside the other lane, with lanes).
 	for i := range res.Modes {
 		m := &res.Modes[i]
-		if pl := m.Placement; pl == nil || pl.Kernel != scenarios.KernelVM {
+		twin := hostTwin(res.Modes, m)
+		if !inVM(m) || twin == nil {
 			continue
 		}
-		// An entry with a twin on the host is estimated from the
-		// calibrations alone and checked against what its twin measured:
-		// the twins' own nodes' calibrations, taken under the conditions
-		// of their syncs (beside the other lane, with lanes). The others
-		// take the CPU slowdown from the first twins' first syncs (the
-		// same workload on both kernels) and the rest from the host
-		// calibration node, which runs alone after every entry.
-		if twin := hostTwin(res.Modes, m); twin != nil {
-			hostCal := twin.Calibration
-			if hostCal == nil {
-				hostCal = res.HostCalibration
-			}
-			m.NativeEstimate = reports.EstimateNative(m, reports.MeasureSlowdowns(nil, nil, hostCal, m.Calibration))
-			if m.NativeEstimate != nil {
-				m.NativeEstimate.CheckAgainst(twin)
-			}
-			continue
+		hostCal := cmp.Or(twin.Calibration, res.HostCalibration)
+		if m.NativeEstimate = reports.EstimateNative(m, reports.MeasureSlowdowns(nil, nil, hostCal, m.Calibration)); m.NativeEstimate != nil {
+			m.NativeEstimate.CheckAgainst(twin)
 		}
-		// With lanes the twins ran beside the other lane and this entry
-		// after it, alone (measured: the VM twin's unit costs 10-75%
-		// higher than alone, the host's 2-44%): their ratio would not
-		// hold for it, so the calibrations, both taken alone, give
-		// every slowdown.
-		var h, v *reports.ModeResult
-		if res.Lanes == nil {
-			h, v = twinPair(res.Modes)
+	}
+	// Then the others: the CPU and iptables slowdowns from the first
+	// twins' first syncs (the same workload on both kernels), the rest
+	// from the calibrations (the host's from the calibration node, which
+	// runs alone after every entry), the ranges widened by the
+	// calibration's miss on the twin. With lanes the twins ran beside the
+	// other lane and these entries after it, alone (measured: the VM
+	// twin's unit costs 10-75% higher than alone, the host's 2-44%), so
+	// neither the twins' ratio nor their miss would hold: the
+	// calibrations, both taken alone, give every slowdown.
+	var h, v *reports.ModeResult
+	if res.Lanes == nil {
+		h, v = twinPair(res.Modes)
+	}
+	for i := range res.Modes {
+		m := &res.Modes[i]
+		if !inVM(m) || hostTwin(res.Modes, m) != nil {
+			continue
 		}
 		m.NativeEstimate = reports.EstimateNative(m, reports.MeasureSlowdowns(h, v, res.HostCalibration, m.Calibration))
+		if m.NativeEstimate != nil && v != nil && v.NativeEstimate != nil {
+			m.NativeEstimate.Widen(v.NativeEstimate, v.Name)
+		}
 	}
 }
 

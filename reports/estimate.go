@@ -46,6 +46,16 @@ type NativeEstimate struct {
 	// Check is the estimate's test against a measurement: set on the VM
 	// entry that runs the same workload as a host entry.
 	Check *EstimateCheck `json:"check,omitempty"`
+	// Widened is set when the ranges were widened by the calibration's
+	// miss on a twin (Widen).
+	Widened *Widening `json:"widened,omitempty"`
+}
+
+// Widening records how an estimate's ranges were widened: by Miss, the
+// twin's host-measured first sync over its calibration-only estimate.
+type Widening struct {
+	Twin string  `json:"twin"`
+	Miss float64 `json:"miss"`
 }
 
 // EstimateCheck compares the estimated first sync of a VM entry with the
@@ -215,6 +225,24 @@ func (e *NativeEstimate) CheckAgainst(twin *ModeResult) {
 	e.Check = &EstimateCheck{HostEntry: twin.Name, HostFirstSync: got, Covered: e.FirstSync[1] <= got && got <= e.FirstSync[2]}
 }
 
+// Widen stretches the ranges by the calibration's miss on twin (its
+// Check): the unit costs' own error, which their sampling intervals do not
+// hold. A miss of +13% (the host measured 13% more than the calibration
+// said) raises every high end by 13%; a miss the twin's range covered
+// changes nothing.
+func (e *NativeEstimate) Widen(twin *NativeEstimate, name string) {
+	c := twin.Check
+	if c == nil || c.Covered || twin.FirstSync[0] <= 0 {
+		return
+	}
+	miss := c.HostFirstSync / twin.FirstSync[0]
+	for _, v := range []*[3]float64{&e.FirstSync, &e.SyncP50, &e.SyncP99} {
+		v[1] *= min(miss, 1)
+		v[2] *= max(miss, 1)
+	}
+	e.Widened = &Widening{Twin: name, Miss: miss}
+}
+
 // Spread is the range's larger distance from the estimate, as a fraction
 // of it.
 func Spread(v [3]float64) float64 {
@@ -239,6 +267,9 @@ func (e *NativeEstimate) String() string {
 	out := fmt.Sprintf("estimated on the host: first sync %s (%s-%s, ±%.0f%%), sync p50 %s (%s-%s); VM slowdowns %s",
 		seconds(e.FirstSync[0]), seconds(e.FirstSync[1]), seconds(e.FirstSync[2]), 100*Spread(e.FirstSync),
 		seconds(e.SyncP50[0]), seconds(e.SyncP50[1]), seconds(e.SyncP50[2]), strings.Join(fs, ", "))
+	if w := e.Widened; w != nil {
+		out += fmt.Sprintf("; ranges widened by the calibration's miss on %s (%+.0f%%)", w.Twin, 100*(w.Miss-1))
+	}
 	if c := e.Check; c != nil {
 		verdict := "covers it"
 		if !c.Covered {

@@ -120,3 +120,23 @@ func TestEstimateNativeFromTwins(t *testing.T) {
 		t.Errorf("with a failed VM first sync: %+v, want the calibration's 8x", sl)
 	}
 }
+
+// TestWiden: a twin whose calibration-only estimate missed the host's
+// first sync by +13% raises the high ends by 13%; a covered twin changes
+// nothing.
+func TestWiden(t *testing.T) {
+	twin := &NativeEstimate{FirstSync: [3]float64{0.573, 0.546, 0.599}, Check: &EstimateCheck{HostEntry: "iptables-legacy", HostFirstSync: 0.573 * 1.13}}
+	e := &NativeEstimate{FirstSync: [3]float64{19, 18, 20}, SyncP50: [3]float64{4, 3.9, 4.1}}
+	e.Widen(twin, "iptables-legacy-vm")
+	if math.Abs(e.FirstSync[2]-20*1.13) > 1e-9 || e.FirstSync[1] != 18 || math.Abs(e.SyncP50[2]-4.1*1.13) > 1e-9 {
+		t.Errorf("widened to %v and %v, want the high ends 13%% higher", e.FirstSync, e.SyncP50)
+	}
+	if e.Widened == nil || !strings.Contains(e.String(), "widened by the calibration's miss on iptables-legacy-vm (+13%)") {
+		t.Errorf("summary %q does not say the ranges were widened", e.String())
+	}
+	twin.Check.HostFirstSync, twin.Check.Covered = 0.55, true
+	e2 := &NativeEstimate{FirstSync: [3]float64{19, 18, 20}}
+	if e2.Widen(twin, "iptables-legacy-vm"); e2.FirstSync != [3]float64{19, 18, 20} || e2.Widened != nil {
+		t.Errorf("a covered twin widened the range to %v", e2.FirstSync)
+	}
+}
