@@ -113,20 +113,23 @@ func (r *run) runEntries() ([]reports.ModeResult, *reports.Lanes) {
 	return out, lanes
 }
 
-// hasHostTwin: an entry on the host runs the same mode and backend as m.
+// hasHostTwin: an entry on the host runs the same workload as m.
 func hasHostTwin(modes []scenarios.ModeSpec, placement map[string]string, m scenarios.ModeSpec) bool {
-	backend := func(ms scenarios.ModeSpec) string {
-		if ms.Mode == scenarios.ModeNFTables {
-			return ""
-		}
-		return cmp.Or(ms.Backend, scenarios.BackendLegacy)
-	}
 	for _, h := range modes {
-		if placement[h.Name] != scenarios.KernelVM && h.Mode == m.Mode && backend(h) == backend(m) {
+		if placement[h.Name] != scenarios.KernelVM && workload(h.Mode, h.Backend) == workload(m.Mode, m.Backend) {
 			return true
 		}
 	}
 	return false
+}
+
+// workload names what an entry programs: its mode, and the iptables
+// backend (legacy when unset) of the modes that run iptables.
+func workload(mode, backend string) string {
+	if mode == scenarios.ModeNFTables {
+		return mode
+	}
+	return mode + "/" + cmp.Or(backend, scenarios.BackendLegacy)
 }
 
 func names(modes []scenarios.ModeSpec, idx []int) []string {

@@ -90,3 +90,22 @@ func TestMeasureLaneCost(t *testing.T) {
 		t.Errorf("VM entries compared %v", l.VMCostEntries)
 	}
 }
+
+// TestHasHostTwin: the VM's iptables entry (legacy by default) has a twin
+// in the host's iptables-legacy, IPVS has none, iptables-nft in the VM
+// none either.
+func TestHasHostTwin(t *testing.T) {
+	modes := []scenarios.ModeSpec{
+		{Name: "nftables", Mode: "nftables"},
+		{Name: "iptables-legacy", Mode: "iptables", Backend: "legacy"},
+		{Name: "iptables-vm", Mode: "iptables"},
+		{Name: "iptables-nft-vm", Mode: "iptables", Backend: "nft"},
+		{Name: "ipvs", Mode: "ipvs"},
+	}
+	placement := map[string]string{"nftables": "host", "iptables-legacy": "host", "iptables-vm": "vm", "iptables-nft-vm": "vm", "ipvs": "vm"}
+	for i, want := range []bool{true, true, true, false, false} {
+		if got := hasHostTwin(modes, placement, modes[i]); got != want {
+			t.Errorf("%s: has a host twin %v, want %v", modes[i].Name, got, want)
+		}
+	}
+}

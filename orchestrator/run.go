@@ -224,8 +224,11 @@ func (r *run) estimateVMTimings(res *reports.Result) {
 	// their syncs (beside the other lane, with lanes).
 	for i := range res.Modes {
 		m := &res.Modes[i]
+		if !inVM(m) {
+			continue
+		}
 		twin := hostTwin(res.Modes, m)
-		if !inVM(m) || twin == nil {
+		if twin == nil {
 			continue
 		}
 		hostCal := cmp.Or(twin.Calibration, res.HostCalibration)
@@ -261,16 +264,10 @@ func (r *run) estimateVMTimings(res *reports.Result) {
 // hostTwin is the host entry that ran the same workload as the VM entry
 // vm: the same mode and backend, at the same sweep size and variant.
 func hostTwin(modes []reports.ModeResult, vm *reports.ModeResult) *reports.ModeResult {
-	backend := func(m *reports.ModeResult) string {
-		if m.Mode == scenarios.ModeNFTables {
-			return ""
-		}
-		return cmp.Or(m.Backend, scenarios.BackendLegacy)
-	}
 	for i := range modes {
 		h := &modes[i]
 		if h.Placement == nil || h.Placement.Kernel != scenarios.KernelHost || h.Error != "" || h.Skipped != "" ||
-			h.Mode != vm.Mode || backend(h) != backend(vm) {
+			workload(h.Mode, h.Backend) != workload(vm.Mode, vm.Backend) {
 			continue
 		}
 		if (h.Sweep == nil) != (vm.Sweep == nil) || h.Sweep != nil && h.Sweep.Count != vm.Sweep.Count {
