@@ -82,7 +82,7 @@ const estimateMethod = "per sync: time in timed calls of each kind (iptables pro
 	"Slowdowns of the timed calls come from the same operations timed in the VM's node and in a node on the host in this run (Calibration: 20-200 runs each), each a Hodges-Lehmann ratio with its 95% interval. " +
 	"The CPU and iptables slowdowns come from the same workload on both kernels when the scenario has one and the entries ran one at a time: the first sync of a mode entry on the host and of its twin in the VM, outside their timed calls and in their iptables runs (one sync each: a point value); else from the calibration. " +
 	"Low/high take every slowdown at its interval's end; they cover the calibrations' uncertainty, not the VM run's own noise. " +
-	"The twin's own estimate uses the calibration alone and is checked against what the host measured."
+	"The twin's own estimate uses the calibration alone and is checked against what the host measured; when it misses, the ranges of the estimates that rest on that twin widen by the miss."
 
 // PartKind is the kind of a Sync.Kernel part: "iptables" for
 // "iptables-restore", "nft" for "nft-list".
