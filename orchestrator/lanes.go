@@ -35,7 +35,7 @@ func wantLanes(s *scenarios.Scenario, o Options, placement map[string]string, va
 		return false, nil
 	}
 	if variants || s.Spec.Sweep != nil {
-		return false, badInput(fmt.Errorf("--vm-lane beside: a VM lane beside the host's is for plain runs; variants and sweeps compare timings across runs, which sharing the machine would skew"))
+		return false, badInput(fmt.Errorf("--vm-lane beside: %s", scenarios.VMLaneBesideForbidden))
 	}
 	var host, vm bool
 	for _, k := range placement {

@@ -106,7 +106,7 @@ func reportFacts(r *Result) []fact {
 }
 
 // laneFact says which entries ran beside which, for how long, and what
-// the sharing cost the host's unit costs.
+// the sharing cost each side's unit costs.
 func laneFact(l *Lanes) string {
 	var parts []string
 	for _, lane := range []struct {

@@ -671,10 +671,14 @@ func (v *validator) variants(spec *field.Path) field.ErrorList {
 	}
 	errs = append(errs, CheckVMLane(spec.Child("vmLane"), v.s.Spec.VMLane)...)
 	if v.s.Spec.VMLane == VMLaneBeside && (len(v.s.Spec.Variants) > 0 || v.s.Spec.Sweep != nil) {
-		errs = append(errs, field.Forbidden(spec.Child("vmLane"), "a VM lane beside the host's is for plain runs: variants and sweeps compare timings across runs, which sharing the machine would skew"))
+		errs = append(errs, field.Forbidden(spec.Child("vmLane"), VMLaneBesideForbidden))
 	}
 	return errs
 }
+
+// VMLaneBesideForbidden says why a VM lane beside the host's cannot go
+// with variants or a sweep.
+const VMLaneBesideForbidden = "a VM lane beside the host's is for plain runs: variants and sweeps compare timings across runs, which sharing the machine would skew"
 
 // CheckVMLane checks spec.vmLane or kpsim run --vm-lane (at p).
 func CheckVMLane(p *field.Path, lane string) field.ErrorList {
