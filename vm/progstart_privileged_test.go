@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,7 +21,8 @@ import (
 // there (kube-proxy runs one ipset program per call). A measurement, not a
 // check: it runs only when KPSIM_VM_PROGSTART lists the qemu machines to
 // try, separated by ';', each a comma-separated list of cpu=MODEL,
-// tb=MiB, tcg=OPT+OPT (more -accel tcg options), smp=N and env=V1+V2
+// tb=MiB, tcg=OPT+OPT (more -accel tcg options), kargs=A+B (more guest
+// kernel arguments), smp=N and env=V1+V2
 // (also time the programs in these variants of progStartVariants). For
 // example, as root:
 //
@@ -40,6 +43,14 @@ type progStartInput struct {
 	// Variants are the names of progStartVariants to time the commands
 	// in besides the node's own environment.
 	Variants []string `json:"variants"`
+	// Facts are guest files to report (the clocksource, the kernel's
+	// command line), read once before the runs.
+	Facts []string `json:"facts"`
+}
+
+type progStartOutput struct {
+	Timings []progStartTiming `json:"timings"`
+	Facts   map[string]string `json:"facts"`
 }
 
 type progStartTiming struct {
@@ -114,6 +125,15 @@ func runVMProgStartNode(ctx context.Context, env *netns.NodeEnv) error {
 		return err
 	}
 	var out []progStartTiming
+	facts := map[string]string{}
+	for _, f := range in.Facts {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			facts[f] = err.Error()
+			continue
+		}
+		facts[f] = strings.TrimSpace(string(b))
+	}
 	variants := []progStartVariant{{name: "as the node runs them", env: func(e []string) []string { return e }}}
 	for _, name := range in.Variants {
 		v, ok := progStartVariants()[name]
@@ -157,7 +177,7 @@ func runVMProgStartNode(ctx context.Context, env *netns.NodeEnv) error {
 		}
 		undo()
 	}
-	return env.SetResult(out)
+	return env.SetResult(progStartOutput{Timings: out, Facts: facts})
 }
 
 func TestPrivilegedVMProgramStart(t *testing.T) {
@@ -186,7 +206,11 @@ func TestPrivilegedVMProgramStart(t *testing.T) {
 	for _, m := range strings.Split(spec, ";") {
 		var stderr bytes.Buffer
 		opts := Options{Name: vmProgStartNodeMain, Accel: "tcg", CPUs: 2, Stdout: &stderr, Stderr: &stderr}
-		in := progStartInput{Runs: runs, Commands: cmds}
+		in := progStartInput{Runs: runs, Commands: cmds, Facts: []string{
+			"/proc/cmdline",
+			"/sys/devices/system/clocksource/clocksource0/current_clocksource",
+			"/sys/devices/system/clocksource/clocksource0/available_clocksource",
+		}}
 		for _, kv := range strings.Split(m, ",") {
 			k, v, _ := strings.Cut(kv, "=")
 			var err error
@@ -197,6 +221,8 @@ func TestPrivilegedVMProgramStart(t *testing.T) {
 				opts.TCGOptions = strings.TrimPrefix(opts.TCGOptions+",tb-size="+v, ",")
 			case "tcg":
 				opts.TCGOptions = strings.TrimPrefix(opts.TCGOptions+","+strings.ReplaceAll(v, "+", ","), ",")
+			case "kargs":
+				opts.ExtraKernelArgs = strings.ReplaceAll(v, "+", " ")
 			case "smp":
 				opts.CPUs, err = strconv.Atoi(v)
 			case "env":
@@ -222,11 +248,15 @@ func TestPrivilegedVMProgramStart(t *testing.T) {
 		if err != nil {
 			t.Fatalf("machine %q: %v\n%s", m, err, stderr.String())
 		}
-		var out []progStartTiming
-		if err := res.Decode(&out); err != nil {
+		var po progStartOutput
+		if err := res.Decode(&po); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("machine %q: -accel %s -cpu %s -smp %d, boot %.1fs, total %.1fs", m, res.VM.QEMUAccel, res.VM.QEMUCPU, opts.CPUs, res.VM.BootSeconds, res.VM.TotalSeconds)
+		out := po.Timings
+		for _, f := range slices.Sorted(maps.Keys(po.Facts)) {
+			t.Logf("machine %q: %s: %s", m, f, po.Facts[f])
+		}
+		t.Logf("machine %q: -accel %s -cpu %s -smp %d -append %q, boot %.1fs, total %.1fs", m, res.VM.QEMUAccel, res.VM.QEMUCPU, opts.CPUs, res.VM.KernelArgs, res.VM.BootSeconds, res.VM.TotalSeconds)
 		for _, r := range out {
 			line := fmt.Sprintf("| %s | %s | %s | %.1f | %.1f | %.1f | %.1f |", m, r.Variant, strings.Join(r.Command, " "), r.Median, r.Min, r.P90, r.Max)
 			table = append(table, line)

@@ -221,13 +221,13 @@ func TestResolveModulesCachedKernel(t *testing.T) {
 func TestQEMUArgs(t *testing.T) {
 	k := &Kernel{Vmlinuz: "/k/vmlinuz"}
 	for _, tc := range []struct {
-		name       string
-		m          machine
-		accel, cpu string
+		name               string
+		m                  machine
+		accel, cpu, append string
 	}{
-		{"tcg default", machine{accel: "tcg", memMiB: 1024, cpus: 2}, "tcg", DefaultTCGCPU},
-		{"tcg options", machine{accel: "tcg", cpu: "qemu64", tcgOpts: "tb-size=512", memMiB: 1024, cpus: 2}, "tcg,tb-size=512", "qemu64"},
-		{"kvm takes the host's CPU", machine{accel: "kvm", cpu: "qemu64", tcgOpts: "tb-size=512", memMiB: 256, cpus: 1}, "kvm", "host"},
+		{"tcg default", machine{accel: "tcg", memMiB: 1024, cpus: 2}, "tcg", DefaultTCGCPU, guestKernelArgs},
+		{"tcg options", machine{accel: "tcg", cpu: "qemu64", tcgOpts: "tb-size=512", kargs: "init_on_alloc=0", memMiB: 1024, cpus: 2}, "tcg,tb-size=512", "qemu64", guestKernelArgs + " init_on_alloc=0"},
+		{"kvm takes the host's CPU", machine{accel: "kvm", cpu: "qemu64", tcgOpts: "tb-size=512", memMiB: 256, cpus: 1}, "kvm", "host", guestKernelArgs},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := qemuArgs(k, "/w/initrd.img", "", tc.m)
@@ -237,7 +237,7 @@ func TestQEMUArgs(t *testing.T) {
 					got[args[i]] = args[i+1]
 				}
 			}
-			want := map[string]string{"-accel": tc.accel, "-cpu": tc.cpu, "-append": guestKernelArgs}
+			want := map[string]string{"-accel": tc.accel, "-cpu": tc.cpu, "-append": tc.append}
 			for flag, v := range want {
 				if got[flag] != v {
 					t.Errorf("%s %q, want %q (args %q)", flag, got[flag], v, args)
