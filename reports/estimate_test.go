@@ -140,3 +140,30 @@ func TestWiden(t *testing.T) {
 		t.Errorf("a covered twin widened the range to %v", e2.FirstSync)
 	}
 }
+
+// A calibration kind named after a part (the table restore's
+// "iptables-restore") scales that part alone; the part's kind scales the
+// other parts of that kind. A twin's iptables slowdown replaces both.
+func TestEstimateNativeTableRestore(t *testing.T) {
+	host, vm := constantCal(0.001, 0.001, 0.01), constantCal(0.035, 0.014, 0.14)
+	host.Kinds["iptables-restore"] = CalibrationKind{Median: 0.03, Min: 0.03, Max: 0.03}
+	vm.Kinds["iptables-restore"] = CalibrationKind{Median: 0.33, Min: 0.33, Max: 0.33}
+	// 11 s of restore (11x: 1 s on the host), 1.4 s of other iptables runs
+	// (14x: 0.1 s), 1.4 s of its own (14x: 0.1 s).
+	m := &ModeResult{Name: "iptables-legacy-vm", Syncs: []Sync{{Seconds: 13.8, Succeeded: true, Kernel: map[string]float64{"iptables-restore": 11, "iptables": 1.4}}}}
+	e := EstimateNative(m, MeasureSlowdowns(nil, nil, host, vm))
+	if e == nil {
+		t.Fatal("no estimate")
+	}
+	if got, want := e.FirstSync[0], 1.2; math.Abs(got-want) > 1e-9 {
+		t.Errorf("first sync estimate %v, want %v (restore by the table's 11x, the rest by 14x)", got, want)
+	}
+	hostTwin := &ModeResult{Name: "iptables-legacy", Syncs: []Sync{{Seconds: 1.5, Succeeded: true, Kernel: map[string]float64{"iptables-restore": 1.24}}}}
+	sl := MeasureSlowdowns(hostTwin, m, host, vm)
+	if _, ok := sl.Factors["iptables-restore"]; ok {
+		t.Errorf("the twins gave the iptables slowdown, but the table restore's calibration still scales a part: %v", sl.Factors)
+	}
+	if f := sl.Factors["iptables"]; math.Abs(f[0]-12.4/1.24) > 1e-9 {
+		t.Errorf("iptables slowdown %v, want the twins' 10x", f)
+	}
+}
