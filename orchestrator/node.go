@@ -69,6 +69,9 @@ func (r *run) startNode(p point, in node.Input, m scenarios.ModeSpec, logName st
 			placement = &reports.Placement{Kernel: scenarios.KernelVM, KernelRelease: info.KernelVersion, KernelPackage: info.KernelPackage,
 				Accel: info.Accel, AccelNote: info.AccelNote, BootSeconds: info.BootSeconds, TotalSeconds: info.TotalSeconds,
 				QEMUAccel: info.QEMUAccel, QEMUCPU: info.QEMUCPU, KernelArgs: info.KernelArgs}
+			if c := info.Clock; c != nil {
+				placement.GuestClock = &reports.GuestClock{GuestSeconds: c.GuestSeconds, HostSeconds: c.HostSeconds}
+			}
 			return &vr.NodeResult, err
 		}
 	} else {

@@ -278,6 +278,9 @@ func vmNotes(r *Result) []string {
 		}
 		n := fmt.Sprintf("%s ran in a VM (kernel %s, %s%s, boot %.1fs): its timings are only comparable with other modes of the same VM.",
 			m.Name, pl.KernelRelease, pl.Accel, map[bool]string{true: ": software emulation, about 10-35x slower than the host", false: ""}[pl.Accel == "tcg"], pl.BootSeconds)
+		if c := pl.GuestClock; c != nil {
+			n += " Clock check: " + c.String() + "."
+		}
 		if e := m.NativeEstimate; e != nil {
 			n += fmt.Sprintf(" %s %s.", m.Name, e)
 		}

@@ -3,6 +3,7 @@ package reports
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"time"
 )
@@ -605,7 +606,34 @@ type Placement struct {
 	QEMUAccel  string `json:"qemuAccel,omitempty"`
 	QEMUCPU    string `json:"qemuCPU,omitempty"`
 	KernelArgs string `json:"kernelArgs,omitempty"`
+	// GuestClock is the node's life as the guest's clock and the host's
+	// measured it: every VM timing rests on the guest's clock.
+	GuestClock *GuestClock `json:"guestClock,omitempty"`
 }
+
+// GuestClock is one interval measured on both clocks.
+type GuestClock struct {
+	GuestSeconds float64 `json:"guestSeconds"`
+	HostSeconds  float64 `json:"hostSeconds"`
+}
+
+// String says how far the guest's clock ran from the host's.
+func (c GuestClock) String() string {
+	if c.HostSeconds <= 0 {
+		return "no host interval to compare the guest's clock with"
+	}
+	off := c.GuestSeconds/c.HostSeconds - 1
+	s := fmt.Sprintf("the guest's clock measured the node's life as %s where the host saw %s (%+.2f%%)", seconds(c.GuestSeconds), seconds(c.HostSeconds), 100*off)
+	if math.Abs(off) > guestClockTolerance {
+		s += ": its timings are off by as much"
+	}
+	return s
+}
+
+// guestClockTolerance is how far the guest's clock may run from the
+// host's before a report says its timings are off: the markers cross the
+// serial console, a few milliseconds over minutes.
+const guestClockTolerance = 0.01
 
 // LatencySample is one end-to-end network programming measurement.
 type LatencySample struct {

@@ -253,6 +253,9 @@ func TestPrivilegedVMProgramStart(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := po.Timings
+		if c := res.VM.Clock; c != nil {
+			t.Logf("machine %q: clock: the node's life %.3f s on the guest's clock, %.3f s on the host's (%+.2f%%)", m, c.GuestSeconds, c.HostSeconds, 100*(c.Ratio()-1))
+		}
 		for _, f := range slices.Sorted(maps.Keys(po.Facts)) {
 			t.Logf("machine %q: %s: %s", m, f, po.Facts[f])
 		}

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/kpsim/kpsim/netns"
@@ -252,5 +254,22 @@ func TestQEMUArgs(t *testing.T) {
 	// randomisation under TCG (guestKernelArgs).
 	if !strings.Contains(guestKernelArgs, "norandmaps") {
 		t.Errorf("guest kernel args %q lack norandmaps", guestKernelArgs)
+	}
+}
+
+// The clock check reads the guest's uptime from /init's markers and the
+// host's arrival times of the same markers.
+func TestClockCheck(t *testing.T) {
+	t0 := time.Date(2026, 11, 24, 4, 0, 0, 0, time.UTC)
+	c := &vmConsole{marks: map[string]time.Time{}}
+	c.marks["node-start"], c.marks["node-exit"] = t0, t0.Add(200*time.Second)
+	c.args = map[string][]string{"node-start": {"6.50"}, "node-exit": {"0", "208.50"}}
+	got := clockCheck(c.marks, c.args)
+	if got == nil || got.GuestSeconds != 202 || got.HostSeconds != 200 || math.Abs(got.Ratio()-1.01) > 1e-9 {
+		t.Errorf("clock check %+v, want 202 guest s over 200 host s (1.01)", got)
+	}
+	delete(c.args, "node-exit")
+	if got := clockCheck(c.marks, c.args); got != nil {
+		t.Errorf("clock check without the exit marker's uptime: %+v", got)
 	}
 }
