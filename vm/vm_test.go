@@ -3,6 +3,7 @@ package vm
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -271,5 +272,29 @@ func TestClockCheck(t *testing.T) {
 	delete(c.args, "node-exit")
 	if got := clockCheck(c.marks, c.args); got != nil {
 		t.Errorf("clock check without the exit marker's uptime: %+v", got)
+	}
+}
+
+// A guest kernel that reports a CPU stuck for minutes is hung: qemu is
+// killed with that report rather than waited for; shorter lockups are
+// left alone.
+func TestHungGuestKilled(t *testing.T) {
+	c := &vmConsole{marks: map[string]time.Time{}}
+	c.checkHung("[  120.750766] watchdog: BUG: soft lockup - CPU#0 stuck for 26s! [exe:338]")
+	select {
+	case <-c.hungCh():
+		t.Fatal("a 26 s lockup stopped the VM")
+	default:
+	}
+	script := `echo "[  116.5] rcu: INFO: rcu_preempt self-detected stall on CPU"
+echo "[  232.7] watchdog: BUG: soft lockup - CPU#0 stuck for 130s! [exe:338]"
+exec sleep 60`
+	start := time.Now()
+	_, err := runQEMU(context.Background(), "/bin/sh", []string{"-c", script}, c, "", func(*os.Process) {})
+	if err == nil || !strings.Contains(err.Error(), "the guest kernel hung") || !strings.Contains(err.Error(), "stuck for 130s") {
+		t.Errorf("err %v, want the hang reported with its line", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("took %v: the hung guest was waited for", d)
 	}
 }
