@@ -622,13 +622,13 @@ const DefaultTCGCPU = "max"
 // every page and slab object when it is allocated, checks on each copy
 // to and from user memory, and a random kernel stack offset per system
 // call. Emulated, the zeroing is most of it: a program start allocates
-// page tables, its pages and many kernel objects. Medians of 300 runs, in
-// three runs of the test, each machine booted twice or more:
+// page tables, its pages and many kernel objects. Medians of 200-300
+// runs, in four runs of the test, each machine booted twice or more:
 //
-//	| guest kernel arguments added     | ipset add | ipset --version | busybox true |
-//	| none                             | 14.0-15.4 ms | 9.3-10.9 ms | 4.1-4.6 ms |
-//	| init_on_alloc=0                  | 10.5-12.5 ms | 8.2-9.4 ms  | 3.9-4.3 ms |
-//	| all three                        | 10.4-11.9 ms | 7.8-9.6 ms  | 3.8-4.2 ms |
+//	| guest kernel arguments added | ipset add    | ipset --version | busybox true |
+//	| none                         | 14.0-15.4 ms | 9.3-10.9 ms     | 4.1-4.6 ms   |
+//	| init_on_alloc=0              | 10.5-12.5 ms | 8.2-9.4 ms      | 3.9-4.3 ms   |
+//	| all three                    | 10.4-12.8 ms | 7.8-9.7 ms      | 3.8-4.5 ms   |
 //	KPSIM_VM_PROGSTART='cpu=max;cpu=max,kargs=init_on_alloc=0;cpu=max,kargs=init_on_alloc=0+hardened_usercopy=off+randomize_kstack_offset=off' \
 //	  KPSIM_VM_PROGSTART_RUNS=300 go test ./vm -run TestPrivilegedVMProgramStart -v
 //
