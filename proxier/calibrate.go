@@ -25,7 +25,7 @@ const (
 
 // tableRestoreServices and tableRestoreEndpoints size the table that
 // CalibrationTableRestore restores: 400 Services of 4 endpoints, 5,200
-// rules in 2,000 chains, as kube-proxy's iptables mode writes them.
+// rules in 2,001 chains, as kube-proxy's iptables mode writes them.
 const (
 	tableRestoreServices  = 400
 	tableRestoreEndpoints = 4
@@ -102,11 +102,12 @@ func Calibrate(ctx context.Context, tools toolexec.Runner, backend string) Calib
 	}
 	// kube-proxy restores whole tables, and under emulation a run of
 	// thousands of rules slows down less than a small one, whose cost is
-	// mostly the program's start. Measured here (2000x10): the 50-rule
-	// restore above 13.8x slower in the VM, iptables-legacy's first-sync
-	// restores 11.1x. The nft backend is left out: at its speed a table
-	// this size would take seconds a run, and no VM entry needs it yet.
-	if backend == "legacy" {
+	// mostly the program's start. Measured here (2000x10, idle): the
+	// 50-rule restore above 11.7-13.8x slower in the VM, this table 11.0x,
+	// iptables-legacy's first-sync restores of 64,000 rules 9.6-11.1x. The
+	// nft backend is left out: at its speed a table this size would take
+	// seconds a run, and no VM entry needs it yet.
+	if backend == BackendLegacy {
 		if _, err := tools.LookPath(restore); err == nil {
 			add, del := tableRestoreInput(tableRestoreServices, tableRestoreEndpoints)
 			if k, err := timeRuns(ctx, restore+" --noflush: a nat table of "+tableRestoreShape+" as kube-proxy writes it, then its deletion (per program run)", 6, 2, func() error {
@@ -143,11 +144,11 @@ func Calibrate(ctx context.Context, tools toolexec.Runner, backend string) Calib
 	return c
 }
 
-// tableRestoreInput is an iptables-restore input that adds a nat table
-// shaped like kube-proxy's iptables mode for services Services of
-// endpoints endpoints each (a dispatch rule per Service, a statistic rule
-// per endpoint, a masquerade mark and a DNAT per endpoint chain), and the
-// input that deletes it again. Addresses are in 10.254.0.0/16 (Services)
+// tableRestoreInput is an iptables-restore input that adds nat chains
+// shaped like kube-proxy's iptables mode for the given number of Services,
+// each with the given number of endpoints (a dispatch rule per Service, a
+// statistic rule per endpoint, a masquerade mark and a DNAT per endpoint
+// chain), and the input that deletes them again. Addresses are in 10.254.0.0/16 (Services)
 // and 10.253.0.0/16 (endpoints), in the calibrating node's namespace.
 func tableRestoreInput(services, endpoints int) (add, del string) {
 	var a, d, rules strings.Builder
