@@ -103,7 +103,7 @@ func Calibrate(ctx context.Context, tools toolexec.Runner, backend string) Calib
 	// kube-proxy restores whole tables, and under emulation a run of
 	// thousands of rules slows down less than a small one, whose cost is
 	// mostly the program's start. Measured here (2000x10, idle): the
-	// 50-rule restore above 11.7-13.8x slower in the VM, this table 11.0x,
+	// 50-rule restore above 10.7-13.8x slower in the VM, this table 11.0-11.7x,
 	// iptables-legacy's first-sync restores of 64,000 rules 9.6-11.1x. The
 	// nft backend is left out: at its speed a table this size would take
 	// seconds a run, and no VM entry needs it yet.
