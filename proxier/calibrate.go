@@ -100,13 +100,14 @@ func Calibrate(ctx context.Context, tools toolexec.Runner, backend string) Calib
 			c.Kinds[KernelKindIPTables] = k
 		}
 	}
-	// kube-proxy restores whole tables, and under emulation a run of
-	// thousands of rules slows down less than a small one, whose cost is
-	// mostly the program's start. Measured here (2000x10, idle): the
-	// 50-rule restore above 10.7-13.8x slower in the VM, this table 11.0-11.7x,
-	// iptables-legacy's first-sync restores of 64,000 rules 9.6-11.1x. The
-	// nft backend is left out: at its speed a table this size would take
-	// seconds a run, and no VM entry needs it yet.
+	// kube-proxy restores whole tables. A small restore's cost is mostly
+	// the program's start, a whole table's mostly parsing and the kernel's
+	// table replace, and emulation slows the two by different factors.
+	// Measured here (2000x10, four idle runs): the 50-rule restore above
+	// 10.7-13.8x slower in the VM, this table 11.0-11.7x, iptables-legacy's
+	// first-sync restores of 64,000 rules 9.5-12.0x. The nft backend is left
+	// out: at its speed a table this size would take seconds a run, and no
+	// VM entry needs it yet.
 	if backend == BackendLegacy {
 		if _, err := tools.LookPath(restore); err == nil {
 			add, del := tableRestoreInput(tableRestoreServices, tableRestoreEndpoints)
