@@ -106,9 +106,10 @@ func ownWork(s Sync) float64 {
 // the twins' first syncs when host and vm (entries of one mode and
 // backend, one on each kernel) are given and both have one; a twin's
 // iptables slowdown then scales every iptables part, the table restore's
-// calibration included. Measured here (2000x10, idle): a 50-rule restore
-// 13.8x slower in the VM, iptables-legacy's first-sync restores 11.1x, and
-// kube-proxy's own work 13.1x where the CPU calibration gave 14.7x.
+// calibration included. Measured here (2000x10, one idle run): a 50-rule
+// restore 13.8x slower in the VM, iptables-legacy's first-sync restores
+// 11.1x, and kube-proxy's own work 13.1x where the CPU calibration gave
+// 14.7x.
 func MeasureSlowdowns(host, vm *ModeResult, hostCal, vmCal *Calibration) Slowdowns {
 	sl := Slowdowns{Factors: map[string][3]float64{}, Sources: map[string]string{}}
 	if hostCal != nil && vmCal != nil {
