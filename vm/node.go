@@ -908,6 +908,11 @@ var softLockup = regexp.MustCompile(`soft lockup - CPU#\d+ stuck for (\d+)s!`)
 func (c *vmConsole) hungCh() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.hungLocked()
+}
+
+// hungLocked is hung, made on first use; c.mu is held.
+func (c *vmConsole) hungLocked() chan struct{} {
 	if c.hung == nil {
 		c.hung = make(chan struct{})
 	}
@@ -925,12 +930,9 @@ func (c *vmConsole) checkHung(line string) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.hung == nil {
-		c.hung = make(chan struct{})
-	}
 	if c.hungLine == "" {
 		c.hungLine = strings.TrimSpace(line)
-		close(c.hung)
+		close(c.hungLocked())
 	}
 }
 
