@@ -22,8 +22,10 @@ import (
 // check: it runs only when KPSIM_VM_PROGSTART lists the qemu machines to
 // try, separated by ';', each a comma-separated list of cpu=MODEL,
 // tb=MiB, tcg=OPT+OPT (more -accel tcg options), kargs=A+B (more guest
-// kernel arguments), smp=N and env=V1+V2
-// (also time the programs in these variants of progStartVariants). For
+// kernel arguments), smp=N, fill=N (the set the adds go to holds N
+// entries first, as kube-proxy's sets do as a sync goes on) and
+// env=V1+V2 (also time the programs in these variants of
+// progStartVariants). For
 // example, as root:
 //
 //	KPSIM_VM_PROGSTART='cpu=max,env=norandom+bindnow;cpu=Nehalem;cpu=max,tb=256' \
@@ -46,6 +48,8 @@ type progStartInput struct {
 	// Facts are guest files to report (the clocksource, the kernel's
 	// command line), read once before the runs.
 	Facts []string `json:"facts"`
+	// Fill is how many entries the timed set holds before the runs.
+	Fill int `json:"fill"`
 }
 
 type progStartOutput struct {
@@ -134,6 +138,11 @@ func runVMProgStartNode(ctx context.Context, env *netns.NodeEnv) error {
 		}
 		facts[f] = strings.TrimSpace(string(b))
 	}
+	if in.Fill > 0 {
+		if err := fillProgStartSet(ctx, in.Fill); err != nil {
+			return err
+		}
+	}
 	variants := []progStartVariant{{name: "as the node runs them", env: func(e []string) []string { return e }}}
 	for _, name := range in.Variants {
 		v, ok := progStartVariants()[name]
@@ -180,6 +189,25 @@ func runVMProgStartNode(ctx context.Context, env *netns.NodeEnv) error {
 	return env.SetResult(progStartOutput{Timings: out, Facts: facts})
 }
 
+// progStartSet is the set the timed ipset programs use.
+const progStartSet = "kpsim-progstart"
+
+// fillProgStartSet creates progStartSet with n entries, in one ipset
+// restore.
+func fillProgStartSet(ctx context.Context, n int) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "create %s hash:ip,port -exist\n", progStartSet)
+	for i := range n {
+		fmt.Fprintf(&b, "add %s 10.%d.%d.%d,tcp:80 -exist\n", progStartSet, 100+i>>16, i>>8&0xff, i&0xff)
+	}
+	cmd := exec.CommandContext(ctx, "ipset", "restore")
+	cmd.Stdin = strings.NewReader(b.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("fill %s with %d entries: %w: %s", progStartSet, n, err, out)
+	}
+	return nil
+}
+
 func TestPrivilegedVMProgramStart(t *testing.T) {
 	spec := os.Getenv("KPSIM_VM_PROGSTART")
 	if spec == "" {
@@ -197,8 +225,8 @@ func TestPrivilegedVMProgramStart(t *testing.T) {
 		{"ipset", "--version"},
 		// What kube-proxy's IPVS mode runs: one add per entry (the create
 		// comes first so that the add has its set).
-		{"ipset", "create", "kpsim-progstart", "hash:ip,port", "-exist"},
-		{"ipset", "add", "kpsim-progstart", "10.0.0.1,tcp:80", "-exist"},
+		{"ipset", "create", progStartSet, "hash:ip,port", "-exist"},
+		{"ipset", "add", progStartSet, "10.0.0.1,tcp:80", "-exist"},
 		{"iptables-legacy", "--version"},
 		{"/usr/bin/busybox", "true"},
 	}
@@ -225,6 +253,8 @@ func TestPrivilegedVMProgramStart(t *testing.T) {
 				opts.ExtraKernelArgs = strings.ReplaceAll(v, "+", " ")
 			case "smp":
 				opts.CPUs, err = strconv.Atoi(v)
+			case "fill":
+				in.Fill, err = strconv.Atoi(v)
 			case "env":
 				in.Variants = strings.Split(v, "+")
 			default:
