@@ -2,8 +2,6 @@ package proxier
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base32"
 	"fmt"
 	"net"
 	"slices"
@@ -12,10 +10,12 @@ import (
 
 	"github.com/kpsim/kpsim/toolexec"
 	"github.com/vishvananda/netlink"
+	"k8s.io/klog/v2"
 )
 
 // Calibration kinds: the unit costs a proxier's sync time is made of.
-// KernelKind* name the timed calls; CalibrationCPU is everything else.
+// KernelKind* name the timed calls; CalibrationCPU is everything else,
+// kube-proxy's own work (calibrate_ownwork.go).
 // CalibrationTableRestore is named after the sync part it scales
 // (PartIPTablesRestore): a kind named after a part scales that part alone.
 const (
@@ -136,11 +136,10 @@ func Calibrate(ctx context.Context, tools toolexec.Runner, backend string) Calib
 			c.Kinds[KernelKindIPVS] = k
 		}
 	}
-	if k, err := timeRuns(ctx, "5,000 rule lines as a proxier writes them (fmt, a sha256 chain name each, a map, a sort): CPU work, the proxier's own share", 20, 1, func() error {
-		proxierLikeWork(5000)
-		return nil
-	}); err == nil {
+	if k, err := calibrateOwnWork(ctx); err == nil {
 		c.Kinds[CalibrationCPU] = k
+	} else {
+		klog.Background().Error(err, "Calibrating kube-proxy's own work")
 	}
 	return c
 }
@@ -189,44 +188,30 @@ func tableRestoreInput(services, endpoints int) (add, del string) {
 	return a.String(), d.String()
 }
 
-// proxierLikeWork is CPU work of the kind a proxier's own share of a sync
-// is made of: rule lines formatted into a buffer, chain names hashed with
-// sha256 and encoded (as servicePortChainName does), a map of chains, a
-// sort. It stands in for "the rest" of a sync in the VM/host slowdown when
-// no same-workload twin gives it; a bulk hash alone measured here 66x
-// slower under software emulation, where kube-proxy's own work was 14x.
-func proxierLikeWork(n int) {
-	var b strings.Builder
-	chains := make(map[string]int, n)
-	lines := make([]string, 0, n)
-	for i := range n {
-		h := sha256.Sum256([]byte(fmt.Sprintf("default/svc-%d:http/tcp", i)))
-		chain := "KUBE-SVC-" + base32.StdEncoding.EncodeToString(h[:])[:16]
-		l := fmt.Sprintf("-A %s -m comment --comment \"default/svc-%d:http\" -m statistic --mode random --probability %.10f -j KUBE-SEP-%d", chain, i, 1/float64(i%10+1), i)
-		b.WriteString(l)
-		b.WriteByte('\n')
-		chains[chain]++
-		lines = append(lines, l)
-	}
-	slices.Sort(lines)
-	calibrationSink = len(chains) + b.Len() + len(lines)
-}
-
-// calibrationSink keeps proxierLikeWork's results alive.
-var calibrationSink int
-
 // timeRuns times f runs times; each run is ops operations.
 func timeRuns(ctx context.Context, op string, runs, ops int, f func() error) (CalibrationKind, error) {
+	return sampleRuns(ctx, op, runs, func() (time.Duration, error) {
+		start := time.Now()
+		if err := f(); err != nil {
+			return 0, err
+		}
+		return time.Since(start) / time.Duration(ops), nil
+	})
+}
+
+// sampleRuns runs f runs times; each run's sample is the duration f
+// returns.
+func sampleRuns(ctx context.Context, op string, runs int, f func() (time.Duration, error)) (CalibrationKind, error) {
 	xs := make([]float64, 0, runs)
 	for range runs {
 		if err := ctx.Err(); err != nil {
 			return CalibrationKind{}, err
 		}
-		start := time.Now()
-		if err := f(); err != nil {
+		d, err := f()
+		if err != nil {
 			return CalibrationKind{}, err
 		}
-		xs = append(xs, time.Since(start).Seconds()/float64(ops))
+		xs = append(xs, d.Seconds())
 	}
 	sorted := slices.Sorted(slices.Values(xs))
 	return CalibrationKind{Op: op, Runs: runs, Median: sorted[len(sorted)/2], Min: sorted[0], Max: sorted[len(sorted)-1], Samples: xs}, nil

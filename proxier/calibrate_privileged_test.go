@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/kubernetes/pkg/proxy/util/nfacct"
+
 	"github.com/kpsim/kpsim/netns"
 	"github.com/kpsim/kpsim/toolexec"
 )
@@ -37,6 +39,17 @@ func runCalibrateNode(ctx context.Context, env *netns.NodeEnv) error {
 				if !strings.HasPrefix(l, "#") {
 					b.WriteString(l + "\n")
 				}
+			}
+		}
+		// The nfacct counters: the own-work proxier's first sync ensures
+		// two.
+		if acct, err := nfacct.New(); err == nil {
+			counters, err := acct.List()
+			if err != nil {
+				return "", fmt.Errorf("nfacct list: %w", err)
+			}
+			for _, c := range counters {
+				fmt.Fprintf(&b, "nfacct %s\n", c.Name)
 			}
 		}
 		return b.String(), nil
@@ -70,7 +83,8 @@ func runCalibrateNode(ctx context.Context, env *netns.NodeEnv) error {
 
 // TestPrivilegedCalibrate runs the calibration in a node: every kind is
 // measured with its samples, the table restore really programs its rules,
-// and the node's nat table and ipsets are as they were afterwards.
+// and the node's nat table, ipsets and nfacct counters are as they were
+// afterwards.
 func TestPrivilegedCalibrate(t *testing.T) {
 	requireRoot(t, "iptables-legacy-restore", "iptables-legacy-save", "ipset")
 	var out calibrateOutput

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"k8s.io/client-go/tools/events"
+	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
 	"k8s.io/kubernetes/pkg/proxy"
 	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
 	"k8s.io/kubernetes/pkg/proxy/healthcheck"
@@ -35,7 +36,7 @@ func newIPTables(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguratio
 	if err := ipt.Present(); err != nil {
 		return nil, tools, fmt.Errorf("iptables (%s backend) not usable: %w", backend, err)
 	}
-	p, err := newIPTablesProxier(ctx, cfg, ipt, detector, opts.NodeName, opts.NodeIP, recorder, healthz)
+	p, err := newIPTablesProxier(ctx, cfg, ipt, utilsysctl.New(), detector, opts.NodeName, opts.NodeIP, recorder, healthz)
 	if err != nil {
 		return nil, tools, fmt.Errorf("unable to create iptables proxier: %w", err)
 	}

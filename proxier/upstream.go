@@ -40,13 +40,14 @@ func newNodeManager(ctx context.Context, client kubernetes.Interface, nodeName s
 }
 
 // newIPTablesProxier is createProxier's call for a single-stack IPv4 node
-// (cmd/kube-proxy/app/server_linux.go): utilsysctl.New(), initOnly false.
+// (cmd/kube-proxy/app/server_linux.go): initOnly false; kube-proxy's
+// sysctl is utilsysctl.New().
 func newIPTablesProxier(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguration,
-	ipt utiliptables.Interface, detector proxyutil.LocalTrafficDetector,
+	ipt utiliptables.Interface, sysctl utilsysctl.Interface, detector proxyutil.LocalTrafficDetector,
 	nodeName string, nodeIP net.IP, recorder events.EventRecorder, healthz *healthcheck.ProxyHealthServer,
 ) (proxy.Provider, error) {
 	// upstream API: iptables.NewProxier's signature (v1.37: the whole *KubeProxyConfiguration)
-	p, err := iptables.NewProxier(ctx, cfg, v1.IPv4Protocol, ipt, utilsysctl.New(), detector,
+	p, err := iptables.NewProxier(ctx, cfg, v1.IPv4Protocol, ipt, sysctl, detector,
 		nodeName, nodeIP, recorder, healthz, false)
 	if err != nil {
 		return nil, err

@@ -36,11 +36,11 @@ func newNodeManager(ctx context.Context, client kubernetes.Interface, nodeName s
 }
 
 func newIPTablesProxier(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguration,
-	ipt utiliptables.Interface, detector proxyutil.LocalTrafficDetector,
+	ipt utiliptables.Interface, sysctl utilsysctl.Interface, detector proxyutil.LocalTrafficDetector,
 	nodeName string, nodeIP net.IP, recorder events.EventRecorder, healthz *healthcheck.ProxyHealthServer,
 ) (proxy.Provider, error) {
 	// upstream API: iptables.NewProxier's signature (v1.36: sync periods, masquerade and node port settings as separate arguments)
-	p, err := iptables.NewProxier(ctx, v1.IPv4Protocol, ipt, utilsysctl.New(),
+	p, err := iptables.NewProxier(ctx, v1.IPv4Protocol, ipt, sysctl,
 		cfg.SyncPeriod.Duration, cfg.MinSyncPeriod.Duration, cfg.Linux.MasqueradeAll,
 		*cfg.IPTables.LocalhostNodePorts, int(*cfg.IPTables.MasqueradeBit), detector,
 		nodeName, nodeIP, recorder, healthz, cfg.NodePortAddresses, false)
