@@ -35,11 +35,11 @@ import (
 // the same mix of Go work (maps, string building, hashing chain names,
 // allocation and garbage collection) at a smaller size. A stand-in
 // workload measured here slowed down 14.0-16.1x under emulation where
-// kube-proxy's own work in the same runs slowed down 11.7-13.7x. This
-// calibration gave 11.7-19.6x in six idle runs of 2000x10 where their
-// first syncs' own work slowed down 11.5-15.4x: no longer off one way,
-// but no tighter. Its host samples are 7-16 ms, and a garbage collection
-// falls in some of them; its interval says so.
+// kube-proxy's own work in the same runs slowed down 11.7-13.7x. In seven
+// idle runs of 2000x10 this calibration's slowdown was 12.1-18.3x where
+// their first syncs' own work slowed down 11.5-15.4x: higher in six of
+// them, lower in one, and no tighter. Its host samples are 7-16 ms, and a
+// garbage collection falls in some of them; its interval says so.
 //
 // The proxier runs in the calibrating process, against fakes for
 // iptables and sysctls, with localhost node ports off (no route_localnet

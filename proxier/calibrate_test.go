@@ -59,7 +59,11 @@ func TestOwnWorkObjects(t *testing.T) {
 		if n := len(slices[i].Endpoints); n != ownWorkEndpoints {
 			t.Errorf("slice %s: %d endpoints", slices[i].Name, n)
 		}
-		for _, ip := range append([]string{s.Spec.ClusterIP}, slices[i].Endpoints[0].Addresses...) {
+		addrs := []string{s.Spec.ClusterIP}
+		for _, ep := range slices[i].Endpoints {
+			addrs = append(addrs, ep.Addresses...)
+		}
+		for _, ip := range addrs {
 			if ips[ip] {
 				t.Fatalf("address %s used twice", ip)
 			}
