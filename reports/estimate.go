@@ -108,9 +108,10 @@ func ownWork(s Sync) float64 {
 // iptables slowdown then scales every iptables part, the table restore's
 // calibration included. Measured here (2000x10, one idle run): a 50-rule
 // restore 13.8x slower in the VM, iptables-legacy's first-sync restores
-// 11.1x. In seven idle runs kube-proxy's own work in the first sync
-// slowed down 11.5-15.4x, where the CPU calibration (upstream's proxier at
-// 400 Services x 4 endpoints) gave 12.1-18.3x.
+// 11.1x. kube-proxy's own work in the first sync slowed down 11.5-15.4x
+// in seven idle runs where the CPU calibration (upstream's proxier) at 400
+// Services x 4 endpoints gave 12.1-18.3x, and 10.2-10.6x in three where
+// it ran at 2000 x 10 and gave 9.9-12.1x.
 func MeasureSlowdowns(host, vm *ModeResult, hostCal, vmCal *Calibration) Slowdowns {
 	sl := Slowdowns{Factors: map[string][3]float64{}, Sources: map[string]string{}}
 	if hostCal != nil && vmCal != nil {
