@@ -30,8 +30,8 @@ import (
 // The CPU calibration times kube-proxy's own work with kube-proxy's own
 // code: upstream's iptables proxier, built by iptables.NewProxier, makes
 // its first sync of ownWorkServices Services against upstream's fake
-// iptables (pkg/util/iptables/testing), and the time outside the fake's
-// calls is the sample. That is how a sync's own work is measured too
+// iptables (pkg/util/iptables/testing; its restores taken unparsed, see
+// discardRestores), and the time outside the fake's calls is the sample. That is how a sync's own work is measured too
 // (ownWork in package reports: the sync minus its timed calls), and it is
 // the same mix of Go work (maps, string building, hashing chain names,
 // allocation and garbage collection).
@@ -43,7 +43,9 @@ import (
 // where the first syncs' own work slowed down 11.5-15.4x (higher in six).
 // At 2000 x 10, in three idle runs, it slowed down 9.9-12.1x where the
 // first syncs' own work slowed down 10.2-10.6x (its host samples 93-137
-// ms, the first syncs' own work on the host 136-143 ms).
+// ms, the first syncs' own work on the host 136-143 ms). It costs about
+// 1.3 s a sync in the VM when the machine is idle; in the scale-test it
+// added about 12 s to the twin's node, on the VM lane's critical path.
 //
 // The proxier runs in the calibrating process, against fakes for
 // iptables and sysctls, with localhost node ports off (no route_localnet
@@ -86,7 +88,7 @@ func calibrateOwnWork(ctx context.Context) (CalibrationKind, error) {
 	if _, err := ownWorkSync(ctx, svcs, slices); err != nil {
 		return CalibrationKind{}, err
 	}
-	op := "kube-proxy's own work in a first sync of " + ownWorkShape + ": upstream's iptables proxier against upstream's fake iptables, outside the fake's calls (CPU work, the proxier's own share; after one untimed sync)"
+	op := "kube-proxy's own work in a first sync of " + ownWorkShape + ": upstream's iptables proxier against upstream's fake iptables (restores taken unparsed), outside the fake's calls (CPU work, the proxier's own share; after one untimed sync)"
 	return sampleRuns(ctx, op, ownWorkRuns, func() (time.Duration, error) {
 		return ownWorkSync(ctx, svcs, slices)
 	})
