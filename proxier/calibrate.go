@@ -72,7 +72,7 @@ func Calibrate(ctx context.Context, tools toolexec.Runner, backend string) Calib
 			i := 0
 			if k, err := timeRuns(ctx, "ipset add "+set+" 10.255.x.y,tcp:80 -exist (hash:ip,port; one program run, as kube-proxy's IPVS mode runs it per entry)", 30, 1, func() error {
 				i++
-				_, err := tools.Run(ctx, toolexec.Command("ipset", "add", set, fmt.Sprintf("10.255.%d.%d,tcp:80", i/250, i%250+1), "-exist"))
+				_, err := tools.Run(ctx, toolexec.Command("ipset", "add", set, calibrationAddr("10.255", i)+",tcp:80", "-exist"))
 				return err
 			}); err == nil {
 				c.Kinds[KernelKindIPSet] = k
@@ -85,7 +85,7 @@ func Calibrate(ctx context.Context, tools toolexec.Runner, backend string) Calib
 		var add, del strings.Builder
 		add.WriteString("*nat\n:KPSIM-CALIBRATE - [0:0]\n")
 		for i := range 50 {
-			fmt.Fprintf(&add, "-A KPSIM-CALIBRATE -d 10.255.%d.%d/32 -p tcp --dport 80 -j RETURN\n", i/250, i%250+1)
+			fmt.Fprintf(&add, "-A KPSIM-CALIBRATE -d %s/32 -p tcp --dport 80 -j RETURN\n", calibrationAddr("10.255", i))
 		}
 		add.WriteString("COMMIT\n")
 		del.WriteString("*nat\n-X KPSIM-CALIBRATE\nCOMMIT\n")
@@ -163,12 +163,12 @@ func tableRestoreInput(services, endpoints int) (add, del string) {
 	for i := range services {
 		svc := fmt.Sprintf("KPSIM-CAL-SVC-%d", i)
 		chain(svc)
-		fmt.Fprintf(&rules, "-A %s -d 10.254.%d.%d/32 -p tcp -m comment --comment \"calibrate/svc-%d:http cluster IP\" -m tcp --dport 80 -j %s\n",
-			dispatch, i/250, i%250+1, i, svc)
+		fmt.Fprintf(&rules, "-A %s -d %s/32 -p tcp -m comment --comment \"calibrate/svc-%d:http cluster IP\" -m tcp --dport 80 -j %s\n",
+			dispatch, calibrationAddr("10.254", i), i, svc)
 		for j := range endpoints {
 			sep := fmt.Sprintf("KPSIM-CAL-SEP-%d-%d", i, j)
 			chain(sep)
-			ip := fmt.Sprintf("10.253.%d.%d", (i*endpoints+j)/250, (i*endpoints+j)%250+1)
+			ip := calibrationAddr("10.253", i*endpoints+j)
 			if j < endpoints-1 {
 				fmt.Fprintf(&rules, "-A %s -m comment --comment \"calibrate/svc-%d:http -> %s:8080\" -m statistic --mode random --probability %.10f -j %s\n",
 					svc, i, ip, 1/float64(endpoints-j), sep)
@@ -186,6 +186,12 @@ func tableRestoreInput(services, endpoints int) (add, del string) {
 	}
 	d.WriteString("COMMIT\n")
 	return a.String(), d.String()
+}
+
+// calibrationAddr is the i-th address of the calibration's /16 net
+// ("10.254"): net.(i/250).(i%250+1), so no address ends in 0 or 255.
+func calibrationAddr(net string, i int) string {
+	return fmt.Sprintf("%s.%d.%d", net, i/250, i%250+1)
 }
 
 // timeRuns times f runs times; each run is ops operations.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -157,17 +156,14 @@ func (discardRestores) RestoreAll([]byte, utiliptables.FlushFlag, utiliptables.R
 func ownWorkObjects(services, endpoints int) ([]*v1.Service, []*discovery.EndpointSlice) {
 	var svcs []*v1.Service
 	var slices []*discovery.EndpointSlice
-	addr := func(prefix [2]byte, i int) string {
-		return netip.AddrFrom4([4]byte{prefix[0], prefix[1], byte(i / 250), byte(i%250 + 1)}).String()
-	}
 	for i := range services {
 		name := fmt.Sprintf("svc-%d", i)
 		svcs = append(svcs, &v1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "calibrate", Name: name, UID: types.UID(fmt.Sprintf("calibrate-svc-%d", i))},
 			Spec: v1.ServiceSpec{
 				Type:       v1.ServiceTypeClusterIP,
-				ClusterIP:  addr([2]byte{10, 254}, i),
-				ClusterIPs: []string{addr([2]byte{10, 254}, i)},
+				ClusterIP:  calibrationAddr("10.254", i),
+				ClusterIPs: []string{calibrationAddr("10.254", i)},
 				IPFamilies: []v1.IPFamily{v1.IPv4Protocol},
 				Ports:      []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}},
 			},
@@ -180,7 +176,7 @@ func ownWorkObjects(services, endpoints int) ([]*v1.Service, []*discovery.Endpoi
 		}
 		for j := range endpoints {
 			s.Endpoints = append(s.Endpoints, discovery.Endpoint{
-				Addresses:  []string{addr([2]byte{10, 253}, i*endpoints+j)},
+				Addresses:  []string{calibrationAddr("10.253", i*endpoints+j)},
 				Conditions: discovery.EndpointConditions{Ready: utilptr.To(true), Serving: utilptr.To(true), Terminating: utilptr.To(false)},
 				NodeName:   utilptr.To(ownWorkNode),
 			})
