@@ -81,6 +81,18 @@ func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
 		n.finishResources(recs)
 		return env.SetResult(Result{Version: ProtocolVersion, Mode: res})
 	}
+	if in.Repeat {
+		if err := n.runRepeat(ctx); err != nil {
+			res.Error = err.Error()
+		}
+		var recs []kubeProxyRecord
+		if n.proxier != nil {
+			recs = append(recs, n.proxier.record())
+		}
+		n.res.Syncs = reportSyncs(recs)
+		n.finishResources(recs)
+		return env.SetResult(Result{Version: ProtocolVersion, Mode: res})
+	}
 	// Unit costs first, before the proxier adds load: they let a VM
 	// mode's timings be scaled to a host estimate.
 	calBackend := ms.Backend
@@ -578,17 +590,8 @@ func (n *node) finish(ctx context.Context, clean bool) {
 		recs = append(recs, n.proxier.record())
 	}
 	n.finishFaults(recs)
-	for process, rec := range recs {
-		for _, s := range rec.syncs {
-			rs := reportSync(s, process)
-			for part, sum := range proxier.SumKernelParts(rec.calls, s.Start, s.End) {
-				if rs.Kernel == nil {
-					rs.Kernel = map[string]float64{}
-				}
-				rs.Kernel[part] = sum.Duration.Seconds()
-			}
-			n.res.Syncs = append(n.res.Syncs, rs)
-		}
+	n.res.Syncs = reportSyncs(recs)
+	for _, rec := range recs {
 		for _, c := range rec.calls {
 			if n.res.KernelCalls == nil {
 				n.res.KernelCalls = map[string]reports.CallStats{}
@@ -718,6 +721,25 @@ func (n *node) finishResources(recs []kubeProxyRecord) {
 		}
 	}
 	r.Harness = h
+}
+
+// reportSyncs is every sync of the kube-proxy processes recs, in order,
+// each with its time in timed calls by part.
+func reportSyncs(recs []kubeProxyRecord) []reports.Sync {
+	var out []reports.Sync
+	for process, rec := range recs {
+		for _, s := range rec.syncs {
+			rs := reportSync(s, process)
+			for part, sum := range proxier.SumKernelParts(rec.calls, s.Start, s.End) {
+				if rs.Kernel == nil {
+					rs.Kernel = map[string]float64{}
+				}
+				rs.Kernel[part] = sum.Duration.Seconds()
+			}
+			out = append(out, rs)
+		}
+	}
+	return out
 }
 
 func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kpsim/kpsim/scenarios"
+	"github.com/kpsim/kpsim/sim"
 	"github.com/kpsim/kpsim/toolexec"
 )
 
@@ -121,6 +122,22 @@ func (n *node) runOracle(ctx context.Context, data []byte) error {
 	n.synced = true
 	counts, err := n.readDataplane(ctx, "oracle")
 	n.res.Rules = counts
+	return err
+}
+
+// runRepeat times one more first sync of the mode entry: a fresh proxier
+// at the scenario's initial API state, the state the run's first sync
+// met. No fake pods (a sync does not need them) and no faults.
+func (n *node) runRepeat(ctx context.Context) error {
+	n.oracle = true // no faults
+	var err error
+	if n.cluster, err = sim.New(n.s); err != nil {
+		return fmt.Errorf("building the fake cluster: %w", err)
+	}
+	if err := n.startProxierAt(ctx, n.cluster.Clientset, 0); err != nil {
+		return err
+	}
+	_, err = n.waitSynced(ctx, n.longSyncTimeout())
 	return err
 }
 

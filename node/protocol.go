@@ -12,7 +12,7 @@ import (
 // built from another kpsim (a variant binary) instead of misreading it.
 
 // ProtocolVersion names the message format below.
-const ProtocolVersion = "kpsim.dev/node/v1alpha1"
+const ProtocolVersion = "kpsim.dev/node/v1alpha2"
 
 // MainName is the node main this package registers (netns.RegisterNodeMain).
 const MainName = "kpsim-mode"
@@ -38,6 +38,10 @@ type Input struct {
 	// OracleState, when set, makes this node the after-churn oracle: a
 	// fresh proxier built from this API state (saved by the run's node).
 	OracleState []byte `json:"oracleState,omitempty"`
+	// Repeat, when set, makes this node time one more first sync of the
+	// mode entry: a fresh proxier at the scenario's initial API state,
+	// without calibration, fake pods or steps (kpsim run --twin-repeats).
+	Repeat bool `json:"repeat,omitempty"`
 }
 
 // Events a node emits (netns.NodeEnv.Emit), by kind.

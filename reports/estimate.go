@@ -2,6 +2,7 @@ package reports
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -43,6 +44,11 @@ type NativeEstimate struct {
 	FirstSync [3]float64 `json:"firstSync"`
 	SyncP50   [3]float64 `json:"syncP50"`
 	SyncP99   [3]float64 `json:"syncP99"`
+	// FirstSyncDraws is how many first syncs FirstSync rests on: with
+	// repeats (ModeResult.FirstSyncRepeats) its estimate is their
+	// estimates' median, and its range runs from the lowest low to the
+	// highest high. 0 or 1: the run's first sync alone.
+	FirstSyncDraws int `json:"firstSyncDraws,omitempty"`
 	// Check is the estimate's test against a measurement: set on the VM
 	// entry that runs the same workload as a host entry.
 	Check *EstimateCheck `json:"check,omitempty"`
@@ -63,9 +69,12 @@ type Widening struct {
 // uses the calibrations alone, so the check is out of sample: it tests the
 // unit costs the other VM entries' estimates rest on.
 type EstimateCheck struct {
-	HostEntry     string  `json:"hostEntry"`
-	HostFirstSync float64 `json:"hostFirstSync"`
-	Covered       bool    `json:"covered"`
+	HostEntry string `json:"hostEntry"`
+	// HostFirstSync is the twin's first sync; with repeats, the median of
+	// HostFirstSyncs, every first sync it measured.
+	HostFirstSync  float64   `json:"hostFirstSync"`
+	HostFirstSyncs []float64 `json:"hostFirstSyncs,omitempty"`
+	Covered        bool      `json:"covered"`
 }
 
 // Slowdowns are the VM/host factors by kind of sync time measured in one
@@ -80,8 +89,9 @@ type Slowdowns struct {
 
 const estimateMethod = "per sync: time in timed calls of each kind (iptables program runs, ipset program runs, IPVS netlink) divided by that kind's VM/host slowdown, the rest (kube-proxy's own work) by the CPU slowdown. " +
 	"Slowdowns of the timed calls come from the same operations timed in the VM's node and in a node on the host in this run (Calibration: 6-200 runs each), each a Hodges-Lehmann ratio with its 95% interval; iptables-restore runs scale by the restore of a table shaped like kube-proxy's (thousands of rules), the other iptables runs by a 50-rule chain's. " +
-	"The CPU and iptables slowdowns come from the same workload on both kernels when the scenario has one and the entries ran one at a time: the first sync of a mode entry on the host and of its twin in the VM, outside their timed calls and in their iptables runs (one sync each: a point value); else from the calibration. " +
+	"The CPU and iptables slowdowns come from the same workload on both kernels when the scenario has one and the entries ran one at a time: the first sync of a mode entry on the host and of its twin in the VM, outside their timed calls and in their iptables runs (one sync each, or with --twin-repeats the medians of each side's first syncs: a point value); else from the calibration. " +
 	"Low/high take every slowdown at its interval's end; they cover the calibrations' uncertainty, not the VM run's own noise. " +
+	"With repeated first syncs (kpsim run --twin-repeats: fresh proxiers at the initial API state), the first sync's estimate is the median of their estimates and its range runs from the lowest low to the highest high, so it holds the VM's spread between first syncs too; the twin's check then compares it with the median of the host twin's first syncs. " +
 	"The twin's own estimate uses the calibration alone and is checked against what the host measured; when it misses, the ranges of the estimates that rest on that twin widen by the miss."
 
 // PartKind is the kind of a Sync.Kernel part: "iptables" for
@@ -129,13 +139,26 @@ func MeasureSlowdowns(host, vm *ModeResult, hostCal, vmCal *Calibration) Slowdow
 			sl.Sources[kind] = fmt.Sprintf("%s (medians; range from the extremes)", v.Op)
 		}
 	}
-	if host == nil || vm == nil || len(host.Syncs) == 0 || len(vm.Syncs) == 0 || !host.Syncs[0].Succeeded || !vm.Syncs[0].Succeeded {
+	if host == nil || vm == nil {
 		return sl
 	}
+	hd, vd := firstSyncs(host), firstSyncs(vm)
+	if len(hd) == 0 || len(vd) == 0 {
+		return sl
+	}
+	// With repeats, each side's median over its first syncs.
+	part := func(draws []Sync, f func(Sync) float64) float64 {
+		xs := make([]float64, len(draws))
+		for i, s := range draws {
+			xs[i] = f(s)
+		}
+		return median(xs)
+	}
+	iptablesSeconds := func(s Sync) float64 { return kindSeconds(s, "iptables") }
 	for _, kind := range []string{"cpu", "iptables"} {
-		what, h, v := "kube-proxy's own work (outside timed calls)", ownWork(host.Syncs[0]), ownWork(vm.Syncs[0])
+		what, h, v := "kube-proxy's own work (outside timed calls)", part(hd, ownWork), part(vd, ownWork)
 		if kind == "iptables" {
-			what, h, v = "iptables program runs", kindSeconds(host.Syncs[0], kind), kindSeconds(vm.Syncs[0], kind)
+			what, h, v = "iptables program runs", part(hd, iptablesSeconds), part(vd, iptablesSeconds)
 		}
 		if h <= 0 || v <= 0 {
 			continue
@@ -151,6 +174,9 @@ func MeasureSlowdowns(host, vm *ModeResult, hostCal, vmCal *Calibration) Slowdow
 		sl.Factors[kind] = [3]float64{v / h, v / h, v / h}
 		sl.Sources[kind] = fmt.Sprintf("%s in the first sync, the same workload: %s on the host %s, %s in the VM %s",
 			what, host.Name, seconds(h), vm.Name, seconds(v))
+		if len(hd) > 1 || len(vd) > 1 {
+			sl.Sources[kind] += fmt.Sprintf(" (medians of %d and %d first syncs)", len(hd), len(vd))
+		}
 		sl.Twin = [2]string{host.Name, vm.Name}
 	}
 	return sl
@@ -211,6 +237,24 @@ func EstimateNative(m *ModeResult, sl Slowdowns) *NativeEstimate {
 		return nil
 	}
 	e.FirstSync = first
+	if draws := firstSyncs(m); len(draws) > 1 {
+		var centres []float64
+		for i, s := range draws {
+			v, ok := estimate(s)
+			if !ok {
+				return nil
+			}
+			centres = append(centres, v[0])
+			if i == 0 || v[1] < e.FirstSync[1] {
+				e.FirstSync[1] = v[1]
+			}
+			if i == 0 || v[2] > e.FirstSync[2] {
+				e.FirstSync[2] = v[2]
+			}
+		}
+		e.FirstSync[0] = median(centres)
+		e.FirstSyncDraws = len(draws)
+	}
 	var ests [][3]float64
 	for _, s := range m.Syncs {
 		if v, ok := estimate(s); ok {
@@ -232,11 +276,43 @@ func EstimateNative(m *ModeResult, sl Slowdowns) *NativeEstimate {
 // CheckAgainst records whether the first sync's range covers what twin
 // measured on the host.
 func (e *NativeEstimate) CheckAgainst(twin *ModeResult) {
-	if len(twin.Syncs) == 0 {
+	draws := firstSyncs(twin)
+	if len(draws) == 0 {
 		return
 	}
-	got := twin.Syncs[0].Seconds
-	e.Check = &EstimateCheck{HostEntry: twin.Name, HostFirstSync: got, Covered: e.FirstSync[1] <= got && got <= e.FirstSync[2]}
+	c := &EstimateCheck{HostEntry: twin.Name, HostFirstSync: draws[0].Seconds}
+	if len(draws) > 1 {
+		for _, s := range draws {
+			c.HostFirstSyncs = append(c.HostFirstSyncs, s.Seconds)
+		}
+		c.HostFirstSync = median(c.HostFirstSyncs)
+	}
+	c.Covered = e.FirstSync[1] <= c.HostFirstSync && c.HostFirstSync <= e.FirstSync[2]
+	e.Check = c
+}
+
+// firstSyncs is m's first sync and its repeats (FirstSyncRepeats) that
+// succeeded; empty when the run's own first sync failed.
+func firstSyncs(m *ModeResult) []Sync {
+	if len(m.Syncs) == 0 || !m.Syncs[0].Succeeded {
+		return nil
+	}
+	out := []Sync{m.Syncs[0]}
+	for _, s := range m.FirstSyncRepeats {
+		if s.Succeeded {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// median of xs (not empty); xs is left as it was.
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 // Widen stretches the ranges by the calibration's miss on twin (its
@@ -278,8 +354,12 @@ func (e *NativeEstimate) String() string {
 		f := e.Factors[k]
 		fs = append(fs, fmt.Sprintf("%s %.1fx [%.1f-%.1f]", k, f[0], f[1], f[2]))
 	}
-	out := fmt.Sprintf("estimated on the host: first sync %s (%s-%s, ±%.0f%%), sync p50 %s (%s-%s); VM slowdowns %s",
-		seconds(e.FirstSync[0]), seconds(e.FirstSync[1]), seconds(e.FirstSync[2]), 100*Spread(e.FirstSync),
+	draws := ""
+	if e.FirstSyncDraws > 1 {
+		draws = fmt.Sprintf(", over %d first syncs", e.FirstSyncDraws)
+	}
+	out := fmt.Sprintf("estimated on the host: first sync %s (%s-%s, ±%.0f%%%s), sync p50 %s (%s-%s); VM slowdowns %s",
+		seconds(e.FirstSync[0]), seconds(e.FirstSync[1]), seconds(e.FirstSync[2]), 100*Spread(e.FirstSync), draws,
 		seconds(e.SyncP50[0]), seconds(e.SyncP50[1]), seconds(e.SyncP50[2]), strings.Join(fs, ", "))
 	if w := e.Widened; w != nil {
 		out += fmt.Sprintf("; ranges widened by the calibration's miss on %s (%+.0f%%)", w.Twin, 100*(w.Miss-1))
@@ -289,7 +369,11 @@ func (e *NativeEstimate) String() string {
 		if !c.Covered {
 			verdict = "does NOT cover it"
 		}
-		out += fmt.Sprintf("; %s measured %s on the host: the range %s", c.HostEntry, seconds(c.HostFirstSync), verdict)
+		measured := seconds(c.HostFirstSync)
+		if n := len(c.HostFirstSyncs); n > 1 {
+			measured = fmt.Sprintf("%s (the median of %d first syncs, %s-%s)", measured, n, seconds(slices.Min(c.HostFirstSyncs)), seconds(slices.Max(c.HostFirstSyncs)))
+		}
+		out += fmt.Sprintf("; %s measured %s on the host: the range %s", c.HostEntry, measured, verdict)
 	}
 	return out
 }

@@ -167,3 +167,39 @@ func TestEstimateNativeTableRestore(t *testing.T) {
 		t.Errorf("iptables slowdown %v, want the twins' 10x", f)
 	}
 }
+
+// With repeated first syncs, the estimate is the median of the draws'
+// estimates and its range spans them all; the check compares it with the
+// median of the host twin's first syncs, so one slow draw on either side
+// neither moves the centre nor decides the check.
+func TestEstimateNativeRepeats(t *testing.T) {
+	// Constant calibrations: iptables 10x slower in the VM, CPU 10x.
+	host, vm := constantCal(0.001, 0.001, 0.01), constantCal(0.01, 0.01, 0.1)
+	draw := func(secs float64) Sync {
+		return Sync{Seconds: secs, Full: true, Succeeded: true, Kernel: map[string]float64{"iptables": secs * 0.8}}
+	}
+	m := &ModeResult{Name: "iptables-legacy-vm", Syncs: []Sync{draw(8)}, FirstSyncRepeats: []Sync{draw(12), draw(7.6), {Seconds: 1, Succeeded: false}}}
+	e := EstimateNative(m, MeasureSlowdowns(nil, nil, host, vm))
+	if e == nil {
+		t.Fatal("no estimate")
+	}
+	if want := [3]float64{0.8, 0.76, 1.2}; math.Abs(e.FirstSync[0]-want[0]) > 1e-9 || math.Abs(e.FirstSync[1]-want[1]) > 1e-9 || math.Abs(e.FirstSync[2]-want[2]) > 1e-9 {
+		t.Errorf("first sync %v, want %v: the median draw, the range over the succeeded draws", e.FirstSync, want)
+	}
+	if e.FirstSyncDraws != 3 {
+		t.Errorf("draws %d, want 3 (the failed repeat left out)", e.FirstSyncDraws)
+	}
+	twin := &ModeResult{Name: "iptables-legacy", Syncs: []Sync{{Seconds: 1.3, Succeeded: true}}, FirstSyncRepeats: []Sync{{Seconds: 0.7, Succeeded: true}, {Seconds: 0.82, Succeeded: true}}}
+	e.CheckAgainst(twin)
+	if c := e.Check; c == nil || c.HostFirstSync != 0.82 || !c.Covered || len(c.HostFirstSyncs) != 3 {
+		t.Fatalf("check %+v, want the host's median 0.82 s, covered", e.Check)
+	}
+	if s := e.String(); !strings.Contains(s, "over 3 first syncs") || !strings.Contains(s, "the median of 3 first syncs, 700ms-1.3s") {
+		t.Errorf("summary %q does not say what the range and the check rest on", s)
+	}
+	// The run's first sync alone: 1.3 s, outside the range.
+	twin.FirstSyncRepeats = nil
+	if e.CheckAgainst(twin); e.Check.Covered || e.Check.HostFirstSyncs != nil {
+		t.Errorf("one host first sync of 1.3 s: check %+v, want not covered", e.Check)
+	}
+}

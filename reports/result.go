@@ -147,6 +147,12 @@ type ModeResult struct {
 	Steps []StepResult `json:"steps"`
 	// Syncs is every sync of the proxier, in order.
 	Syncs []Sync `json:"syncs"`
+	// FirstSyncRepeats are more first syncs of this entry, each by a
+	// fresh proxier in a node of its own at the scenario's initial API
+	// state (kpsim run --twin-repeats): with Syncs[0], the spread of a
+	// first sync between draws, which the twin check of the native
+	// estimate compares by their medians.
+	FirstSyncRepeats []Sync `json:"firstSyncRepeats,omitempty"`
 	// KubeProxyTotals are kube-proxy's own histogram counts and sums at
 	// the end, against which Syncs can be checked.
 	KubeProxyTotals Totals `json:"kubeProxyTotals"`

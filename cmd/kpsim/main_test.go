@@ -42,3 +42,17 @@ func TestUsageErrorsExit2(t *testing.T) {
 		}
 	}
 }
+
+// TestTwinRepeatsBadInput: --twin-repeats out of range, or on a run with
+// no twin pair, is refused before anything is created.
+func TestTwinRepeatsBadInput(t *testing.T) {
+	for _, args := range [][]string{
+		{"run", "../../scenarios/2000x10.yaml", "--twin-repeats", "-1"},
+		{"run", "../../scenarios/2000x10.yaml", "--twin-repeats", "11"},
+		{"run", "../../scenarios/2000x10.yaml", "--twin-repeats", "2", "--modes", "nftables,iptables-legacy"},
+	} {
+		if code := run(args); code != exitBadInput {
+			t.Errorf("kpsim %v exited %d, want %d", args, code, exitBadInput)
+		}
+	}
+}

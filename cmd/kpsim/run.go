@@ -51,6 +51,7 @@ expectation of the scenario was missed.`,
 	cmd.Flags().StringSliceVar(&variants, "variants", nil, "NAME=BINARY,...: compare kpsim binaries built against different kube-proxy code (make variant), e.g. base=bin/kpsim,new=bin/kpsim-v1.36.3: every mode runs with each in turn, alternating, --repeat times; replaces the scenario's spec.variants")
 	cmd.Flags().IntVar(&o.Repeat, "repeat", 0, "runs of each mode per variant (default: the scenario's spec.repeat, else 5)")
 	cmd.Flags().StringVar(&o.VMLane, "vm-lane", "", "when entries placed in a VM run: after (the host's entries, one entry at a time) or beside (a lane of VM entries at the same time as the host's: faster, but the lanes share the CPUs and the report says what it cost); default: the scenario's spec.vmLane, else after")
+	cmd.Flags().IntVar(&o.TwinRepeats, "twin-repeats", 0, "time N more first syncs of each twin entry (the same mode and backend on the host and in a VM, as iptables-legacy and iptables-legacy-vm), each by a fresh proxier in a node of its own, so that the native estimate's check compares medians rather than single first syncs (in the emulated VM each costs a boot and a first sync)")
 	cmd.Flags().StringVar(&o.Kernel, "kernel", "auto", "where nodes run: auto (each mode entry's kernel field: by default the host, or a VM for a mode the host kernel lacks), host, or vm (every mode in a VM, so the modes share one kernel)")
 	return cmd
 }
