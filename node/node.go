@@ -67,22 +67,19 @@ func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
 			return err
 		}
 	}
-	if len(in.OracleState) > 0 {
-		// The oracle builds the mode the run ended in.
-		final := s.FinalMode(*entry)
-		n.ms = &final
-		if err := n.runOracle(ctx, in.OracleState); err != nil {
-			res.Error = err.Error()
+	if len(in.OracleState) > 0 || in.Repeat {
+		// A fresh proxier alone: the after-churn oracle, or one more first
+		// sync (kpsim run --twin-repeats).
+		var err error
+		if in.Repeat {
+			err = n.runRepeat(ctx)
+		} else {
+			// The oracle builds the mode the run ended in.
+			final := s.FinalMode(*entry)
+			n.ms = &final
+			err = n.runOracle(ctx, in.OracleState)
 		}
-		var recs []kubeProxyRecord
-		if n.proxier != nil {
-			recs = append(recs, n.proxier.record())
-		}
-		n.finishResources(recs)
-		return env.SetResult(Result{Version: ProtocolVersion, Mode: res})
-	}
-	if in.Repeat {
-		if err := n.runRepeat(ctx); err != nil {
+		if err != nil {
 			res.Error = err.Error()
 		}
 		var recs []kubeProxyRecord

@@ -129,6 +129,9 @@ func Run(ctx context.Context, file string, o Options) (*reports.Result, string, 
 	if r.twinRepeats > 0 && !slices.ContainsFunc(r.modes, r.hasTwin) {
 		return nil, "", badInput(errors.New("--twin-repeats: the run has no twin pair (a host entry and a VM entry of the same mode and backend, as iptables-legacy and iptables-legacy-vm in scenarios/2000x10.yaml)"))
 	}
+	if r.twinRepeats > 0 && (len(s.Spec.Steps) == 0 || s.Spec.Steps[0].Sync == nil) {
+		return nil, "", badInput(fmt.Errorf("--twin-repeats: %s's first step is not a sync, so its first sync does not meet the initial API state the repeats meet", file))
+	}
 	if !host.Root {
 		return nil, "", environment(errors.New("kpsim run needs root to create network namespaces: run it with sudo"))
 	}
@@ -465,7 +468,7 @@ func (r *run) hasTwin(m scenarios.ModeSpec) bool {
 // repeatFirstSync times --twin-repeats more first syncs of a twin's
 // entry, each in a node of its own, into mr.FirstSyncRepeats.
 func (r *run) repeatFirstSync(p point, m scenarios.ModeSpec, mr *reports.ModeResult) {
-	if r.twinRepeats == 0 || mr.Error != "" || !r.hasTwin(m) || len(p.s.Spec.Steps) == 0 || p.s.Spec.Steps[0].Sync == nil {
+	if r.twinRepeats == 0 || mr.Error != "" || !r.hasTwin(m) {
 		return
 	}
 	vm := r.placement[m.Name] == scenarios.KernelVM

@@ -306,7 +306,9 @@ func firstSyncs(m *ModeResult) []Sync {
 	return out
 }
 
-// median of xs (not empty); xs is left as it was.
+// median of xs (not empty), the mean of the middle two for an even
+// count (Summarize's P50 takes the lower one: with two draws, the smaller
+// draw); xs is left as it was.
 func median(xs []float64) float64 {
 	s := slices.Sorted(slices.Values(xs))
 	if n := len(s); n%2 == 0 {
