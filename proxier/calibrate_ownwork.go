@@ -30,10 +30,11 @@ import (
 // code: upstream's iptables proxier, built by iptables.NewProxier, makes
 // its first sync of ownWorkServices Services against upstream's fake
 // iptables (pkg/util/iptables/testing; its restores taken unparsed, see
-// discardRestores), and the time outside the fake's calls is the sample. That is how a sync's own work is measured too
-// (ownWork in package reports: the sync minus its timed calls), and it is
-// the same mix of Go work (maps, string building, hashing chain names,
-// allocation and garbage collection).
+// discardRestores), and the time outside the fake's calls is the sample.
+// That is how a sync's own work is measured too (ownWork in package
+// reports: the sync minus its timed calls), and it is the same mix of Go
+// work (maps, string building, hashing chain names, allocation and garbage
+// collection).
 //
 // The size is the headline's, 2000 Services x 10 endpoints: the slowdown
 // under emulation depends on it. A stand-in workload slowed down

@@ -238,19 +238,16 @@ func EstimateNative(m *ModeResult, sl Slowdowns) *NativeEstimate {
 	}
 	e.FirstSync = first
 	if draws := firstSyncs(m); len(draws) > 1 {
-		var centres []float64
-		for i, s := range draws {
+		// draws[0] is m.Syncs[0], estimated above.
+		centres := []float64{first[0]}
+		for _, s := range draws[1:] {
 			v, ok := estimate(s)
 			if !ok {
 				return nil
 			}
 			centres = append(centres, v[0])
-			if i == 0 || v[1] < e.FirstSync[1] {
-				e.FirstSync[1] = v[1]
-			}
-			if i == 0 || v[2] > e.FirstSync[2] {
-				e.FirstSync[2] = v[2]
-			}
+			e.FirstSync[1] = min(e.FirstSync[1], v[1])
+			e.FirstSync[2] = max(e.FirstSync[2], v[2])
 		}
 		e.FirstSync[0] = median(centres)
 		e.FirstSyncDraws = len(draws)
