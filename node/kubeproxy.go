@@ -46,6 +46,8 @@ type KubeProxyStart struct {
 	Step          int
 	FaultPrograms []string
 	FaultsArmed   map[string]int
+	// EventLag is Input.EventLag.
+	EventLag time.Duration
 }
 
 // CleanupRequest asks kube-proxy's process to run kube-proxy --cleanup.
@@ -70,6 +72,14 @@ type KubeProxyUsage struct {
 // at Deadline.
 type WaitRequest struct {
 	After, Deadline time.Time
+}
+
+// HandledRequest asks KubeProxy.WaitHandled for kube-proxy's handlers to
+// have handled the watch events handed (remoteapi.Handover.Events),
+// giving up at Deadline.
+type HandledRequest struct {
+	Events   map[int64]int64
+	Deadline time.Time
 }
 
 // ArmRequest arms command faults.
@@ -180,6 +190,19 @@ func (k *kubeProxy) WaitForAPI(ctx context.Context, after time.Time) (proxier.Sy
 	return s, err
 }
 
+// WaitHandled waits until kube-proxy's Service and EndpointSlice handlers
+// have handled the watch events handed, and returns when the last of them
+// returned (remoteapi.Deliveries.WaitDone).
+func (k *kubeProxy) WaitHandled(ctx context.Context, handed map[int64]int64) (time.Time, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(24 * time.Hour)
+	}
+	var at time.Time
+	err := k.call(ctx, "WaitHandled", HandledRequest{Events: handed, Deadline: deadline}, &at)
+	return at, err
+}
+
 // Usage is the process's resource use so far.
 func (k *kubeProxy) Usage() (KubeProxyUsage, error) {
 	var u KubeProxyUsage
@@ -226,6 +249,9 @@ type KubeProxyService struct {
 
 	mu sync.Mutex
 	p  *proxier.Proxier
+	// handled follows the Service and EndpointSlice watch events from the
+	// informers to kube-proxy's handlers.
+	handled *remoteapi.Deliveries
 }
 
 func (s *KubeProxyService) proxier() (*proxier.Proxier, error) {
@@ -266,12 +292,15 @@ func (s *KubeProxyService) Start(req KubeProxyStart, tools *proxier.Tools) error
 	if s.p != nil {
 		return errors.New("kube-proxy started twice in one process")
 	}
+	s.handled = remoteapi.NewDeliveries("services", "endpointslices")
+	s.handled.Lag = req.EventLag
 	p, err := proxier.Start(s.ctx, proxier.Options{
 		Mode:          ms.Mode,
 		Backend:       backend,
 		ToolsDir:      "/run", // private to the node: gone with it
 		Config:        cfg,
-		Client:        remoteapi.NewClientset(s.api),
+		Client:        remoteapi.NewClientset(s.api, s.handled),
+		EventHandled:  s.handled.Done,
 		NodeName:      sc.Spec.Cluster.Node.Name,
 		NodeIP:        net.IP(s.env.NodeIP.AsSlice()),
 		ClusterCIDR:   sc.Spec.Cluster.PodCIDR,
@@ -373,6 +402,17 @@ func (s *KubeProxyService) WaitForAPI(req WaitRequest, r *proxier.Sync) error {
 	ctx, cancel := context.WithDeadline(s.ctx, req.Deadline)
 	defer cancel()
 	*r, err = p.WaitForAPI(ctx, req.After)
+	return err
+}
+
+func (s *KubeProxyService) WaitHandled(req HandledRequest, at *time.Time) error {
+	if _, err := s.proxier(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithDeadline(s.ctx, req.Deadline)
+	defer cancel()
+	var err error
+	*at, err = s.handled.WaitDone(ctx, req.Events)
 	return err
 }
 

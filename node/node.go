@@ -55,7 +55,7 @@ func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
 	res := &reports.ModeResult{Name: entry.Name, Mode: entry.Mode, Backend: entry.Backend}
 	ms := *entry
 	n := &node{env: env, s: s, entry: entry, ms: &ms, res: res, outDir: in.OutDir, probeTimeout: 2 * time.Second, tools: &toolexec.Exec{},
-		scenarioFile: in.ScenarioFile, scenarioYAML: in.ScenarioYAML}
+		scenarioFile: in.ScenarioFile, scenarioYAML: in.ScenarioYAML, eventLag: in.EventLag}
 	if in.InVM {
 		n.inVM = true
 		// Under software emulation a loaded guest answered 0.3-0.8% of
@@ -141,6 +141,8 @@ type node struct {
 	// lastMutation.
 	lastWrite    time.Time
 	lastMutation sim.Mutation
+	// eventLag is Input.EventLag.
+	eventLag time.Duration
 	// probeTimeout bounds one probe connection.
 	probeTimeout time.Duration
 	// inVM: the node runs in a VM, possibly under software emulation.
@@ -242,6 +244,7 @@ func (n *node) startProxierAt(_ context.Context, api remoteapi.Invoker, index in
 		Step:          index,
 		FaultPrograms: n.faultPrograms(),
 		FaultsArmed:   armed,
+		EventLag:      n.eventLag,
 	})
 	if err != nil {
 		return err
@@ -353,76 +356,46 @@ func (n *node) step(ctx context.Context, i int, st scenarios.Step, sr *reports.S
 
 // waitSynced waits until the proxier has programmed the API state as of
 // the last write: its process has been handed every watch event of the
-// writes (remoteapi), it has queued a sync since (its last-queued gauge
-// passed the last write's start: its handlers ran), it has the Node's
-// topology labels and the ServiceCIDRs, and a successful sync started
-// after all of these (proxier.WaitForAPI).
+// writes (remoteapi), its Service and EndpointSlice handlers have handled
+// each of them (remoteapi.Deliveries: its change trackers have counted
+// them), it has the Node's topology labels and the ServiceCIDRs, and a
+// successful sync began after all of these (proxier.WaitForAPI).
 //
-// Events reach kube-proxy's process a little after the write returns: a
-// sync that started after the last write but before its events were
-// handed over may have missed them, so the sync waited for must start
-// after they were handed. (Not after kube-proxy queued it: Sync.Start is
-// early by up to the end of a sync, and a sync the runner starts at once
-// would not count.)
+// Handed is not handled: kube-proxy's informers queue an event and hand
+// it to its handlers on goroutines of their own, and a sync that began in
+// between leaves the change to the next one. kube-proxy's last-queued
+// timestamp does not tell them apart: an earlier event's handler may
+// queue a sync after the last event was handed. (Nor is the sync waited
+// for one that began after kube-proxy queued it: Sync.Start is early by up
+// to the end of a sync, and a sync the runner starts at once would not
+// count; WaitForAPI has ways to accept that one.)
 func (n *node) waitSynced(ctx context.Context, timeout time.Duration) (proxier.Sync, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	after := n.lastWrite
 	if !n.lastWrite.IsZero() {
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		wait := func() error {
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("waiting for kube-proxy to see the last change: %w", ctx.Err())
-			case <-tick.C:
-				return nil
-			}
+		handed, err := n.handedAll(ctx)
+		if err != nil {
+			return proxier.Sync{}, err
 		}
-		// A write that changes nothing kube-proxy watches queues nothing,
-		// so these waits are bounded; the sync wait below still holds.
-		deadline := time.Now().Add(5 * time.Second)
-		// Handed twice over with nothing between: no event is between
-		// the watch's channel and its queue either.
-		var handed time.Time
-		for prev, seen := (time.Time{}), 0; time.Now().Before(deadline); {
-			h, ok := n.proxier.api.Handed()
-			switch {
-			case !ok:
-				seen = 0
-			case seen > 0 && h.Equal(prev):
-				seen++
-			default:
-				prev, seen = h, 1
-			}
-			if seen == 2 {
-				handed = h
-				break
-			}
-			if err := wait(); err != nil {
-				return proxier.Sync{}, err
-			}
+		if handed.At.After(after) {
+			after = handed.At
 		}
-		// The fake clientset hands a write to its watchers before the
-		// write returns, so kube-proxy may queue its sync before lastWrite:
-		// any queueing after the last write began and its events were
-		// handed counts.
-		mark := n.lastMutation.Writes[len(n.lastMutation.Writes)-1].Start
-		if handed.After(mark) {
-			mark = handed
-		}
-		for n.proxier.Totals().LastQueued.Before(mark) && time.Now().Before(deadline) {
-			if err := wait(); err != nil {
-				return proxier.Sync{}, err
-			}
-		}
-		if q := n.proxier.Totals().LastQueued; q.Before(mark) {
+		// Bounded: an event an informer never hands on would hold every
+		// later wait. The sync wait below still holds then, as it did
+		// before handling was followed.
+		hctx, hcancel := context.WithTimeout(ctx, handledWait)
+		done, err := n.proxier.WaitHandled(hctx, handed.Events)
+		hcancel()
+		switch {
+		case ctx.Err() != nil:
+			return proxier.Sync{}, fmt.Errorf("waiting for kube-proxy to handle the last change: %w", ctx.Err())
+		case err != nil:
 			m := n.lastMutation
-			klog.Background().Info("kube-proxy queued no sync after it was handed the last write", "lastQueued", q, "mark", mark,
-				"handed", handed, "mutation", m.Seq, "action", m.Action, "group", m.Group, "writes", m.Writes)
-		}
-		if handed.After(after) {
-			after = handed
+			klog.Background().Error(err, "kube-proxy did not handle every event it was handed", "wait", handledWait,
+				"mutation", m.Seq, "action", m.Action, "group", m.Group, "writes", m.Writes)
+		case done.After(after):
+			after = done
 		}
 	}
 	s, err := n.proxier.WaitForAPI(ctx, after)
@@ -430,6 +403,43 @@ func (n *node) waitSynced(ctx context.Context, timeout time.Duration) (proxier.S
 		return s, fmt.Errorf("waiting for the proxier to sync (timeout %s): %w", timeout, err)
 	}
 	return s, nil
+}
+
+// handledWait bounds how long waitSynced waits for kube-proxy's handlers
+// to handle the events handed to it. They normally take milliseconds.
+const handledWait = 30 * time.Second
+
+// handedAll waits until kube-proxy's process has been handed every watch
+// event of the writes made so far, for up to 5 s: a write that changes
+// nothing kube-proxy watches hands nothing, so the wait is bounded, and
+// the caller's sync wait still holds.
+func (n *node) handedAll(ctx context.Context) (remoteapi.Handover, error) {
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(5 * time.Second)
+	// Handed twice over with nothing between: no event is between the
+	// watch's channel and its queue either.
+	var prev remoteapi.Handover
+	for seen := 0; time.Now().Before(deadline); {
+		h, ok := n.proxier.api.Handed()
+		switch {
+		case !ok:
+			seen = 0
+		case seen > 0 && h.At.Equal(prev.At) && maps.Equal(h.Events, prev.Events):
+			seen++
+		default:
+			prev, seen = h, 1
+		}
+		if seen == 2 {
+			return h, nil
+		}
+		select {
+		case <-ctx.Done():
+			return remoteapi.Handover{}, fmt.Errorf("waiting for kube-proxy to see the last change: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+	return prev, nil
 }
 
 // longSyncTimeout bounds the syncs kpsim waits for outside a sync step (the

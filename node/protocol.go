@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/kpsim/kpsim/reports"
 )
@@ -42,6 +43,10 @@ type Input struct {
 	// mode entry: a fresh proxier at the scenario's initial API state,
 	// without calibration, fake pods or steps (kpsim run --twin-repeats).
 	Repeat bool `json:"repeat,omitempty"`
+	// EventLag, for tests, holds each Service and EndpointSlice watch
+	// event this long in kube-proxy's process before its informer takes
+	// it, as a loaded machine does (remoteapi.Deliveries.Lag).
+	EventLag time.Duration `json:"eventLag,omitempty"`
 }
 
 // Events a node emits (netns.NodeEnv.Emit), by kind.

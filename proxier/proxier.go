@@ -10,11 +10,13 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
@@ -74,6 +76,11 @@ type Options struct {
 	// nftables mode runs nft through it, so KernelCalls has its runs
 	// (exectimer.go). Empty: nft runs are not timed.
 	ExecTimer string
+
+	// EventHandled, when set, is called after kube-proxy's Service or
+	// EndpointSlice handler returns, with the object it was handed
+	// (remoteapi.Deliveries.Done): a sync that begins later has the change.
+	EventHandled func(runtime.Object)
 
 	// topologyDelay holds the node's topology labels back from the
 	// proxier (tests: the startup race of a loaded machine, every time).
@@ -220,6 +227,7 @@ func Start(ctx context.Context, opts Options) (*Proxier, error) {
 		cidrs:    serviceCIDRObserver{next: p.provider, in: p.inputs},
 		hold:     p.inputs.nodeEvents,
 		direct:   p.rec.directSyncDone,
+		handled:  opts.EventHandled,
 	}
 	if err := wireInformers(ctx, cfg, opts.Client, p.provider, handlers, nodeManager); err != nil {
 		return nil, err
@@ -286,6 +294,9 @@ type observedHandlers struct {
 	// direct is told when the provider's OnEndpointSlicesSynced, which
 	// runs kube-proxy's one direct sync, has returned.
 	direct func(time.Time)
+	// handled, when set, is told of every Service and EndpointSlice the
+	// provider's handlers have returned from.
+	handled func(runtime.Object)
 }
 
 // endpointSlicesSynced passes every call through to the provider and
@@ -302,6 +313,49 @@ func (e endpointSlicesSynced) OnEndpointSlicesSynced() {
 	if e.done != nil {
 		e.done(time.Now())
 	}
+}
+
+// handledServices and handledEndpointSlices pass every call through to
+// the provider and then say which object it has handled: kube-proxy's
+// change trackers have counted the change by then (Options.EventHandled).
+type handledServices struct {
+	config.ServiceHandler
+	done func(runtime.Object)
+}
+
+func (h handledServices) OnServiceAdd(s *v1.Service) {
+	h.ServiceHandler.OnServiceAdd(s)
+	h.done(s)
+}
+
+func (h handledServices) OnServiceUpdate(old, s *v1.Service) {
+	h.ServiceHandler.OnServiceUpdate(old, s)
+	h.done(s)
+}
+
+func (h handledServices) OnServiceDelete(s *v1.Service) {
+	h.ServiceHandler.OnServiceDelete(s)
+	h.done(s)
+}
+
+type handledEndpointSlices struct {
+	config.EndpointSliceHandler
+	done func(runtime.Object)
+}
+
+func (h handledEndpointSlices) OnEndpointSliceAdd(e *discoveryv1.EndpointSlice) {
+	h.EndpointSliceHandler.OnEndpointSliceAdd(e)
+	h.done(e)
+}
+
+func (h handledEndpointSlices) OnEndpointSliceUpdate(old, e *discoveryv1.EndpointSlice) {
+	h.EndpointSliceHandler.OnEndpointSliceUpdate(old, e)
+	h.done(e)
+}
+
+func (h handledEndpointSlices) OnEndpointSliceDelete(e *discoveryv1.EndpointSlice) {
+	h.EndpointSliceHandler.OnEndpointSliceDelete(e)
+	h.done(e)
 }
 
 // wireInformers mirrors ProxyServer.Run in cmd/kube-proxy/app/server.go
@@ -353,11 +407,17 @@ func wireInformers(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfigurat
 		}))
 
 	serviceConfig := config.NewServiceConfig(ctx, serviceInformerFactory.Core().V1().Services(), resync)
-	serviceConfig.RegisterEventHandler(provider)
+	var services config.ServiceHandler = provider
+	var endpointSlices config.EndpointSliceHandler = provider
+	if observed.handled != nil {
+		services = handledServices{ServiceHandler: provider, done: observed.handled}
+		endpointSlices = handledEndpointSlices{EndpointSliceHandler: provider, done: observed.handled}
+	}
+	serviceConfig.RegisterEventHandler(services)
 	go serviceConfig.Run(ctx.Done())
 
 	endpointSliceConfig := config.NewEndpointSliceConfig(ctx, endpointSliceInformerFactory.Discovery().V1().EndpointSlices(), resync)
-	endpointSliceConfig.RegisterEventHandler(endpointSlicesSynced{EndpointSliceHandler: provider, done: observed.direct})
+	endpointSliceConfig.RegisterEventHandler(endpointSlicesSynced{EndpointSliceHandler: endpointSlices, done: observed.direct})
 	go endpointSliceConfig.Run(ctx.Done())
 
 	if utilfeature.DefaultFeatureGate.Enabled(features.MultiCIDRServiceAllocator) {

@@ -445,13 +445,14 @@ func (p *Proxier) Totals() Totals {
 }
 
 // WaitForSync waits until the proxier has programmed every change its
-// informers had delivered by after: a sync that began after after has
-// completed, or a completed sync began after the last change was queued
-// (kube-proxy's last-queued gauge), so nothing received is unprogrammed.
-// Informer delivery is asynchronous: a write to the clientset counts once
-// the informer has delivered it (normally well under a millisecond with the
-// fake clientset); a caller that must see one particular write should wait
-// for its effect (for example the network programming count).
+// handlers had been handed by after: a sync that began after after has
+// completed, or the last completed sync began after the last change was
+// queued (kube-proxy's last-queued gauge, read after after), so nothing
+// handed is unprogrammed. Informer delivery is asynchronous: a write to
+// the clientset counts once kube-proxy's handler has returned from it
+// (Options.EventHandled says when); a caller that must see one particular
+// write should wait for that, or for its effect (for example the network
+// programming count).
 //
 // Sync.Start is a lower bound, so a sync that began within a poll interval
 // after the time compared with may not count: WaitForSync then waits for
@@ -473,6 +474,9 @@ func (r *recorder) Syncs() []Sync {
 func (r *recorder) waitFor(ctx context.Context, after, floor time.Time) (Sync, error) {
 	report := time.NewTicker(waitReportEvery)
 	defer report.Stop()
+	// A poll that records nothing may still be the one after after.
+	polls := time.NewTicker(pollInterval)
+	defer polls.Stop()
 	r.mu.Lock()
 	queued := r.seen.LastQueued
 	r.mu.Unlock()
@@ -486,7 +490,9 @@ func (r *recorder) waitFor(ctx context.Context, after, floor time.Time) (Sync, e
 			r.mu.Unlock()
 			return s, nil
 		}
-		if n := len(r.syncs); n > 0 && r.syncs[n-1].Succeeded && r.syncs[n-1].Start.After(r.seen.LastQueued) && r.syncs[n-1].Synced.After(floor) {
+		// The last sync began after the last change queued as read by a
+		// poll that began after after: it has every change counted then.
+		if n := len(r.syncs); n > 0 && r.syncs[n-1].Succeeded && r.polledAt.After(after) && r.syncs[n-1].Start.After(r.seen.LastQueued) && r.syncs[n-1].Synced.After(floor) {
 			s := r.syncs[n-1]
 			r.mu.Unlock()
 			return s, nil
@@ -509,6 +515,7 @@ func (r *recorder) waitFor(ctx context.Context, after, floor time.Time) (Sync, e
 		case <-ctx.Done():
 			return Sync{}, ctx.Err()
 		case <-ch:
+		case <-polls.C:
 		case <-report.C:
 			r.mu.Lock()
 			var last Sync

@@ -117,9 +117,6 @@ func TestRecorderSyncs(t *testing.T) {
 	}
 }
 
-// TestRecorderGauges: a successful sync takes its start from kube-proxy's
-// last-sync gauge, and WaitForSync returns at once when no change was
-// queued after the last sync began.
 // The IPVS proxier observes only the total histogram: its syncs are
 // recorded (as full ones) without waiting for a classification.
 func TestRecorderAllFull(t *testing.T) {
@@ -138,6 +135,9 @@ func TestRecorderAllFull(t *testing.T) {
 	}
 }
 
+// TestRecorderGauges: a successful sync takes its start from kube-proxy's
+// last-sync gauge, and WaitForSync returns at once when no change was
+// queued after the last sync began, as read after the time waited for.
 func TestRecorderGauges(t *testing.T) {
 	h := fakeHistograms{metricSync: {0, 0}, metricSyncFull: {0, 0}, metricSyncPartial: {0, 0}, metricLastQueued: {1000.0}, metricLastSynced: {0}}
 	clock := &fakeClock{t: time.Unix(1000, 0)}
@@ -153,8 +153,17 @@ func TestRecorderGauges(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("syncs (-want +got):\n%s", diff)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	// kube-proxy's last-queued time as read before the time waited for
+	// may miss a change its handlers counted before then.
+	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
+	if _, err := r.waitFor(short, time.Unix(2000, 0), time.Time{}); err == nil {
+		t.Error("waitFor returned on a last-queued time read before the time waited for")
+	}
+	clock.t = time.Unix(2000, 0)
+	r.poll()
+	ctx, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel2()
 	if _, err := r.waitFor(ctx, time.Unix(2000, 0), time.Time{}); err != nil {
 		t.Errorf("waitFor with nothing queued since the last sync: %v", err)
 	}

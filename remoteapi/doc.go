@@ -10,6 +10,11 @@
 // (get, list, watch) is forwarded there and answered by the node's
 // reactors and object tracker, exactly as an in-process call would be.
 //
+// It also says how far a write's events have gone: [Service.Handed] how
+// many each watch has handed to kube-proxy's process, and [Deliveries],
+// there, when kube-proxy's handlers have returned from them, so that the
+// node waits for a sync that began after that.
+//
 // What it must not do: hold API state of its own (the node's tracker is
 // the only one); drop or reorder a watch's events; let a slow reader back
 // up the node's watchers (the fake's watchers panic when their buffer

@@ -178,6 +178,7 @@ func (s *Service) Next(id int64, reply *Events) error {
 	if len(evs) > 0 {
 		q.mu.Lock()
 		q.handed = time.Now()
+		q.count += int64(len(evs))
 		q.mu.Unlock()
 	}
 	if closed {
@@ -188,29 +189,40 @@ func (s *Service) Next(id int64, reply *Events) error {
 	return nil
 }
 
+// Handover is what the client has been handed: when the last event went,
+// and how many events each watch has handed (its ID's count).
+type Handover struct {
+	At     time.Time
+	Events map[int64]int64
+}
+
 // Handed says whether every event of every watch has been handed to the
-// client (none waits in a queue or in the watch's channel), and when the
-// last of them was: the client has had every write made before the call
-// since then. An event the queue's goroutine has taken from the channel
-// and not yet queued is not seen for that instant: ask twice, a moment
-// apart, and trust an answer that held.
-func (s *Service) Handed() (time.Time, bool) {
+// client (none waits in a queue or in the watch's channel), when the last
+// of them was, and how many each watch has handed: the client has had
+// every write made before the call since then. An event the queue's
+// goroutine has taken from the channel and not yet queued is not seen for
+// that instant: ask twice, a moment apart, and trust an answer that held.
+//
+// Handed to the client is not yet seen by its reader: the counts are for
+// [Deliveries.WaitDone] on the client's side.
+func (s *Service) Handed() (Handover, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var last time.Time
-	for _, q := range s.watches {
+	h := Handover{Events: make(map[int64]int64, len(s.watches))}
+	for id, q := range s.watches {
 		q.mu.Lock()
 		waiting := len(q.events) > 0 || len(q.w.ResultChan()) > 0
-		handed := q.handed
+		handed, count := q.handed, q.count
 		q.mu.Unlock()
 		if waiting {
-			return time.Time{}, false
+			return Handover{}, false
 		}
-		if handed.After(last) {
-			last = handed
+		if handed.After(h.At) {
+			h.At = handed
 		}
+		h.Events[id] = count
 	}
-	return last, true
+	return h, true
 }
 
 // Stop ends a watch.
@@ -303,8 +315,10 @@ type queue struct {
 	events []watch.Event
 	closed bool
 	ready  chan struct{} // closed and replaced when events arrive or the watch ends
-	// handed is when Next last handed events to the client.
+	// handed is when Next last handed events to the client, and count
+	// how many it has handed in all.
 	handed time.Time
+	count  int64
 }
 
 func newQueue(w watch.Interface) *queue {
@@ -344,8 +358,9 @@ func (q *queue) take(wait time.Duration) ([]watch.Event, bool) {
 }
 
 // NewClientset returns a clientset whose get, list and watch actions are
-// answered by the API served on c. Other verbs fail.
-func NewClientset(c *rpc.Client) *fake.Clientset {
+// answered by the API served on c. Other verbs fail. When d is not nil, it
+// follows the events of its resources' watches.
+func NewClientset(c *rpc.Client, d *Deliveries) *fake.Clientset {
 	cs := fake.NewClientset()
 	cs.PrependReactor("*", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		req, err := request(a)
@@ -374,19 +389,26 @@ func NewClientset(c *rpc.Client) *fake.Clientset {
 		if reply.Failure != nil {
 			return true, nil, reply.Failure.err()
 		}
-		return true, remoteWatch(c, reply.ID), nil
+		follow := d
+		if !d.started(reply.ID, req.Resource.Resource) {
+			follow = nil
+		}
+		return true, remoteWatch(c, reply.ID, follow), nil
 	})
 	return cs
 }
 
 // remoteWatch feeds a watch.Interface from Next calls until the remote
-// watch ends or the reader stops it.
-func remoteWatch(c *rpc.Client, id int64) watch.Interface {
+// watch ends or the reader stops it; d, when not nil, follows its events.
+func remoteWatch(c *rpc.Client, id int64, d *Deliveries) watch.Interface {
 	ch := make(chan watch.Event)
 	pw := watch.NewProxyWatcher(ch)
 	stop := func() { c.Go(serviceName+".Stop", id, &struct{}{}, make(chan *rpc.Call, 1)) }
 	go func() {
 		defer close(ch)
+		if d != nil {
+			defer d.end(id)
+		}
 		for {
 			var evs Events
 			call := c.Go(serviceName+".Next", id, &evs, make(chan *rpc.Call, 1))
@@ -405,8 +427,18 @@ func remoteWatch(c *rpc.Client, id int64) watch.Interface {
 					obj = &metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}
 					e.Type = watch.Error
 				}
+				ev := watch.Event{Type: e.Type, Object: obj}
+				if d != nil {
+					if d.Lag > 0 {
+						time.Sleep(d.Lag)
+					}
+					d.offer(id, ev)
+				}
 				select {
-				case ch <- watch.Event{Type: e.Type, Object: obj}:
+				case ch <- ev:
+					if d != nil {
+						d.took(id)
+					}
 				case <-pw.StopChan():
 					stop()
 					return

@@ -31,7 +31,7 @@ func pair(t *testing.T, api *fake.Clientset) *fake.Clientset {
 	go srv.ServeConn(a)
 	c := rpc.NewClient(b)
 	t.Cleanup(func() { c.Close() })
-	return NewClientset(c)
+	return NewClientset(c, nil)
 }
 
 func service(name string, labels map[string]string) *v1.Service {
@@ -139,7 +139,7 @@ func TestWatchStop(t *testing.T) {
 	}
 	go srv.ServeConn(a)
 	c := rpc.NewClient(b)
-	remote := NewClientset(c)
+	remote := NewClientset(c, nil)
 
 	w, err := remote.CoreV1().Services("").Watch(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -210,8 +210,8 @@ func TestHanded(t *testing.T) {
 		t.Fatalf("Next: %v, %d events", err, len(evs.Events))
 	}
 	h, ok := svc.Handed()
-	if !ok || h.Before(written) {
-		t.Errorf("Handed = %s %v after Next, want true, after the write at %s", h, ok, written)
+	if !ok || h.At.Before(written) || h.Events[reply.ID] != 1 {
+		t.Errorf("Handed = %+v %v after Next, want true, after the write at %s, 1 event on watch %d", h, ok, written, reply.ID)
 	}
 	svc.StopAll()
 	if err := svc.Next(reply.ID, &evs); err != nil || !evs.Closed {
