@@ -72,6 +72,9 @@ func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
 		// sync (kpsim run --twin-repeats).
 		var err error
 		if in.Repeat {
+			// Unit costs right before it: the twin check scales each
+			// repeat by the machine's speed at the time.
+			res.Calibration = n.calibrate(ctx)
 			err = n.runRepeat(ctx)
 		} else {
 			// The oracle builds the mode the run ended in.
@@ -92,17 +95,24 @@ func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
 	}
 	// Unit costs first, before the proxier adds load: they let a VM
 	// mode's timings be scaled to a host estimate.
-	calBackend := ms.Backend
-	if calBackend == "" {
-		calBackend = scenarios.BackendLegacy
-	}
-	res.Calibration = calibration(proxier.Calibrate(ctx, n.tools, calBackend))
+	res.Calibration = n.calibrate(ctx)
 	runErr := n.run(ctx)
 	if runErr != nil {
 		res.Error = runErr.Error()
 	}
 	n.finish(ctx, runErr == nil)
 	return env.SetResult(Result{Version: ProtocolVersion, Mode: res})
+}
+
+// calibrate measures the unit costs of the mode's programs here
+// (proxier.Calibrate), with the mode's iptables backend (legacy for
+// nftables mode).
+func (n *node) calibrate(ctx context.Context) *reports.Calibration {
+	backend := n.ms.Backend
+	if backend == "" {
+		backend = scenarios.BackendLegacy
+	}
+	return calibration(proxier.Calibrate(ctx, n.tools, backend))
 }
 
 type node struct {

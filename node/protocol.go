@@ -41,7 +41,8 @@ type Input struct {
 	OracleState []byte `json:"oracleState,omitempty"`
 	// Repeat, when set, makes this node time one more first sync of the
 	// mode entry: a fresh proxier at the scenario's initial API state,
-	// without calibration, fake pods or steps (kpsim run --twin-repeats).
+	// after a calibration and without fake pods or steps (kpsim run
+	// --twin-repeats).
 	Repeat bool `json:"repeat,omitempty"`
 	// EventLag, for tests, holds each Service and EndpointSlice watch
 	// event this long in kube-proxy's process before its informer takes

@@ -252,7 +252,9 @@ func (r *run) estimateVMTimings(res *reports.Result) {
 			continue
 		}
 		hostCal := cmp.Or(twin.Calibration, res.HostCalibration)
-		if m.NativeEstimate = reports.EstimateNative(m, reports.MeasureSlowdowns(nil, nil, hostCal, m.Calibration)); m.NativeEstimate != nil {
+		sl := reports.MeasureSlowdowns(nil, nil, hostCal, m.Calibration)
+		sl.Repeats = reports.RepeatSlowdowns(twin, m)
+		if m.NativeEstimate = reports.EstimateNative(m, sl); m.NativeEstimate != nil {
 			m.NativeEstimate.CheckAgainst(twin)
 		}
 	}
@@ -484,6 +486,7 @@ func (r *run) repeatFirstSync(p point, m scenarios.ModeSpec, mr *reports.ModeRes
 			continue
 		}
 		mr.FirstSyncRepeats = append(mr.FirstSyncRepeats, rep.Syncs[0])
+		mr.FirstSyncRepeatCalibrations = append(mr.FirstSyncRepeatCalibrations, rep.Calibration)
 	}
 }
 

@@ -2,6 +2,7 @@ package reports
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -49,6 +50,10 @@ type NativeEstimate struct {
 	// estimates' median, and its range runs from the lowest low to the
 	// highest high. 0 or 1: the run's first sync alone.
 	FirstSyncDraws int `json:"firstSyncDraws,omitempty"`
+	// RepeatFactors is how many of those repeats were scaled by the
+	// calibrations their own nodes took (Slowdowns.Repeats), not by
+	// Factors.
+	RepeatFactors int `json:"repeatFactors,omitempty"`
 	// Check is the estimate's test against a measurement: set on the VM
 	// entry that runs the same workload as a host entry.
 	Check *EstimateCheck `json:"check,omitempty"`
@@ -85,6 +90,23 @@ type Slowdowns struct {
 	// Twin names the host and VM entries whose first syncs gave the CPU
 	// and iptables slowdowns; empty when the calibration gave them.
 	Twin [2]string
+	// Repeats, when set, scale the VM entry's repeated first syncs
+	// (ModeResult.FirstSyncRepeats), in order: each from the calibrations
+	// that repeat's nodes took just before it on both kernels
+	// (RepeatSlowdowns). A repeat beyond them, or lacking a kind, is
+	// scaled by Factors.
+	Repeats []Slowdowns
+}
+
+// RepeatSlowdowns are the slowdowns of each repeated first sync of the
+// twin entries host and vm, from the calibrations their i-th repeats'
+// nodes took: the machine's speed when each ran, on both kernels.
+func RepeatSlowdowns(host, vm *ModeResult) []Slowdowns {
+	var out []Slowdowns
+	for i := range min(len(host.FirstSyncRepeatCalibrations), len(vm.FirstSyncRepeatCalibrations)) {
+		out = append(out, MeasureSlowdowns(nil, nil, host.FirstSyncRepeatCalibrations[i], vm.FirstSyncRepeatCalibrations[i]))
+	}
+	return out
 }
 
 const estimateMethod = "per sync: time in timed calls of each kind (iptables program runs, ipset program runs, IPVS netlink) divided by that kind's VM/host slowdown, the rest (kube-proxy's own work) by the CPU slowdown. " +
@@ -92,6 +114,7 @@ const estimateMethod = "per sync: time in timed calls of each kind (iptables pro
 	"The CPU and iptables slowdowns come from the same workload on both kernels when the scenario has one and the entries ran one at a time: the first sync of a mode entry on the host and of its twin in the VM, outside their timed calls and in their iptables runs (one sync each, or with --twin-repeats the medians of each side's first syncs: a point value); else from the calibration. " +
 	"Low/high take every slowdown at its interval's end; they cover the calibrations' uncertainty, not the VM run's own noise. " +
 	"With repeated first syncs (kpsim run --twin-repeats: fresh proxiers at the initial API state), the first sync's estimate is the median of their estimates and its range runs from the lowest low to the highest high, so it holds the VM's spread between first syncs too; the twin's check then compares it with the median of the host twin's first syncs. " +
+	"Each repeat's nodes calibrate just before its first sync, on both kernels, and the twin's check scales each repeat by those calibrations (the machine's speed drifts within a run). " +
 	"The twin's own estimate uses the calibration alone and is checked against what the host measured; when it misses, the ranges of the estimates that rest on that twin widen by the miss."
 
 // PartKind is the kind of a Sync.Kernel part: "iptables" for
@@ -199,8 +222,7 @@ func EstimateNative(m *ModeResult, sl Slowdowns) *NativeEstimate {
 	if len(m.Syncs) == 0 {
 		return nil
 	}
-	cpu, ok := sl.Factors["cpu"]
-	if !ok {
+	if _, ok := sl.Factors["cpu"]; !ok {
 		return nil
 	}
 	e := &NativeEstimate{Method: estimateMethod, Factors: map[string][3]float64{}, FactorSources: map[string]string{}}
@@ -208,13 +230,17 @@ func EstimateNative(m *ModeResult, sl Slowdowns) *NativeEstimate {
 		e.Factors[k] = f
 		e.FactorSources[k] = sl.Sources[k]
 	}
-	estimate := func(s Sync) ([3]float64, bool) {
+	estimate := func(s Sync, factors map[string][3]float64) ([3]float64, bool) {
 		var out [3]float64
+		cpu, ok := factors["cpu"]
+		if !ok {
+			return out, false
+		}
 		rest := s.Seconds
 		for part, secs := range s.Kernel {
-			f, ok := e.Factors[part]
+			f, ok := factors[part]
 			if !ok {
-				f, ok = e.Factors[PartKind(part)]
+				f, ok = factors[PartKind(part)]
 			}
 			if !ok {
 				return out, false
@@ -232,16 +258,27 @@ func EstimateNative(m *ModeResult, sl Slowdowns) *NativeEstimate {
 		out[1], out[2] = out[2], out[1]
 		return out, true
 	}
-	first, ok := estimate(m.Syncs[0])
+	first, ok := estimate(m.Syncs[0], e.Factors)
 	if !ok {
 		return nil
 	}
 	e.FirstSync = first
 	if draws := firstSyncs(m); len(draws) > 1 {
-		// draws[0] is m.Syncs[0], estimated above.
+		// draws[0] is m.Syncs[0], estimated above; the others are the
+		// repeats that succeeded, each scaled by its own slowdowns when
+		// it has them.
 		centres := []float64{first[0]}
-		for _, s := range draws[1:] {
-			v, ok := estimate(s)
+		for i, s := range m.FirstSyncRepeats {
+			if !s.Succeeded {
+				continue
+			}
+			factors := e.Factors
+			if i < len(sl.Repeats) && len(sl.Repeats[i].Factors) > 0 {
+				factors = maps.Clone(e.Factors)
+				maps.Copy(factors, sl.Repeats[i].Factors)
+				e.RepeatFactors++
+			}
+			v, ok := estimate(s, factors)
 			if !ok {
 				return nil
 			}
@@ -254,7 +291,7 @@ func EstimateNative(m *ModeResult, sl Slowdowns) *NativeEstimate {
 	}
 	var ests [][3]float64
 	for _, s := range m.Syncs {
-		if v, ok := estimate(s); ok {
+		if v, ok := estimate(s, e.Factors); ok {
 			ests = append(ests, v)
 		}
 	}
@@ -356,6 +393,9 @@ func (e *NativeEstimate) String() string {
 	draws := ""
 	if e.FirstSyncDraws > 1 {
 		draws = fmt.Sprintf(", over %d first syncs", e.FirstSyncDraws)
+		if e.RepeatFactors > 0 {
+			draws += fmt.Sprintf(", %d of them scaled by calibrations taken beside them", e.RepeatFactors)
+		}
 	}
 	out := fmt.Sprintf("estimated on the host: first sync %s (%s-%s, ±%.0f%%%s), sync p50 %s (%s-%s); VM slowdowns %s",
 		seconds(e.FirstSync[0]), seconds(e.FirstSync[1]), seconds(e.FirstSync[2]), 100*Spread(e.FirstSync), draws,

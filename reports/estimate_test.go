@@ -203,3 +203,42 @@ func TestEstimateNativeRepeats(t *testing.T) {
 		t.Errorf("one host first sync of 1.3 s: check %+v, want not covered", e.Check)
 	}
 }
+
+// TestEstimateNativeRepeatCalibrations: each repeat is scaled by the
+// calibrations its own nodes took. The second repeat's host ran at half
+// speed (its CPU and iptables twice as slow): its estimate doubles, and the
+// range holds it. A repeat without calibrations keeps the run's.
+func TestEstimateNativeRepeatCalibrations(t *testing.T) {
+	host, vm := constantCal(0.001, 0.001, 0.01), constantCal(0.01, 0.01, 0.1)
+	draw := func(secs float64) Sync {
+		return Sync{Seconds: secs, Full: true, Succeeded: true, Kernel: map[string]float64{"iptables": secs * 0.8}}
+	}
+	m := &ModeResult{Name: "iptables-legacy-vm", Calibration: vm, Syncs: []Sync{draw(8)}, FirstSyncRepeats: []Sync{draw(8), draw(8), draw(8)},
+		FirstSyncRepeatCalibrations: []*Calibration{vm, vm, nil}}
+	twin := &ModeResult{Name: "iptables-legacy", Calibration: host, Syncs: []Sync{{Seconds: 0.8, Succeeded: true}},
+		FirstSyncRepeats:            []Sync{{Seconds: 0.8, Succeeded: true}, {Seconds: 1.6, Succeeded: true}, {Seconds: 0.8, Succeeded: true}},
+		FirstSyncRepeatCalibrations: []*Calibration{host, constantCal(0.002, 0.002, 0.02), host}}
+	sl := MeasureSlowdowns(nil, nil, host, vm)
+	sl.Repeats = RepeatSlowdowns(twin, m)
+	if len(sl.Repeats) != 3 {
+		t.Fatalf("%d repeat slowdowns, want 3", len(sl.Repeats))
+	}
+	e := EstimateNative(m, sl)
+	if e == nil {
+		t.Fatal("no estimate")
+	}
+	if want := [3]float64{0.8, 0.8, 1.6}; math.Abs(e.FirstSync[0]-want[0]) > 1e-9 || math.Abs(e.FirstSync[1]-want[1]) > 1e-9 || math.Abs(e.FirstSync[2]-want[2]) > 1e-9 {
+		t.Errorf("first sync %v, want %v: the draws 0.8, 0.8, 1.6 and 0.8 s", e.FirstSync, want)
+	}
+	if e.FirstSyncDraws != 4 || e.RepeatFactors != 2 {
+		t.Errorf("draws %d, scaled by their own calibrations %d; want 4 and 2", e.FirstSyncDraws, e.RepeatFactors)
+	}
+	if s := e.String(); !strings.Contains(s, "2 of them scaled by calibrations taken beside them") {
+		t.Errorf("summary %q does not say which repeats had their own calibrations", s)
+	}
+	// Without them, every draw takes the run's slowdowns: 0.8 s each.
+	e = EstimateNative(m, MeasureSlowdowns(nil, nil, host, vm))
+	if e.FirstSync[2] != e.FirstSync[0] || e.RepeatFactors != 0 {
+		t.Errorf("without repeat calibrations: first sync %v, %d scaled by their own; want one value, 0", e.FirstSync, e.RepeatFactors)
+	}
+}
