@@ -251,10 +251,11 @@ func (r *run) estimateVMTimings(res *reports.Result) {
 		if twin == nil {
 			continue
 		}
-		hostCal := cmp.Or(twin.Calibration, res.HostCalibration)
-		sl := reports.MeasureSlowdowns(nil, nil, hostCal, m.Calibration)
-		sl.Repeats = reports.RepeatSlowdowns(twin, m)
-		if m.NativeEstimate = reports.EstimateNative(m, sl); m.NativeEstimate != nil {
+		// With --twin-repeats, every calibration of the twins' nodes,
+		// pooled: the machine's speed drifts within a run.
+		hostCal := reports.PoolCalibrations(append([]*reports.Calibration{cmp.Or(twin.Calibration, res.HostCalibration)}, twin.FirstSyncRepeatCalibrations...)...)
+		vmCal := reports.PoolCalibrations(append([]*reports.Calibration{m.Calibration}, m.FirstSyncRepeatCalibrations...)...)
+		if m.NativeEstimate = reports.EstimateNative(m, reports.MeasureSlowdowns(nil, nil, hostCal, vmCal)); m.NativeEstimate != nil {
 			m.NativeEstimate.CheckAgainst(twin)
 		}
 	}

@@ -2,7 +2,6 @@ package reports
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -50,10 +49,6 @@ type NativeEstimate struct {
 	// estimates' median, and its range runs from the lowest low to the
 	// highest high. 0 or 1: the run's first sync alone.
 	FirstSyncDraws int `json:"firstSyncDraws,omitempty"`
-	// RepeatFactors is how many of those repeats were scaled by the
-	// calibrations their own nodes took (Slowdowns.Repeats), not by
-	// Factors.
-	RepeatFactors int `json:"repeatFactors,omitempty"`
 	// Check is the estimate's test against a measurement: set on the VM
 	// entry that runs the same workload as a host entry.
 	Check *EstimateCheck `json:"check,omitempty"`
@@ -90,21 +85,37 @@ type Slowdowns struct {
 	// Twin names the host and VM entries whose first syncs gave the CPU
 	// and iptables slowdowns; empty when the calibration gave them.
 	Twin [2]string
-	// Repeats, when set, scale the VM entry's repeated first syncs
-	// (ModeResult.FirstSyncRepeats), in order: each from the calibrations
-	// that repeat's nodes took just before it on both kernels
-	// (RepeatSlowdowns). A repeat beyond them, or lacking a kind, is
-	// scaled by Factors.
-	Repeats []Slowdowns
 }
 
-// RepeatSlowdowns are the slowdowns of each repeated first sync of the
-// twin entries host and vm, from the calibrations their i-th repeats'
-// nodes took: the machine's speed when each ran, on both kernels.
-func RepeatSlowdowns(host, vm *ModeResult) []Slowdowns {
-	var out []Slowdowns
-	for i := range min(len(host.FirstSyncRepeatCalibrations), len(vm.FirstSyncRepeatCalibrations)) {
-		out = append(out, MeasureSlowdowns(nil, nil, host.FirstSyncRepeatCalibrations[i], vm.FirstSyncRepeatCalibrations[i]))
+// PoolCalibrations is one calibration of every run of cals, kind by kind
+// (nil ones are skipped): the samples of every node, their median, and
+// the extremes. The twin check pools its nodes' calibrations, taken at
+// the start of the run's node and of each repeat's, so its unit costs
+// hold the machine's speed over the run, not at one moment. nil when
+// there is nothing to pool.
+func PoolCalibrations(cals ...*Calibration) *Calibration {
+	var out *Calibration
+	for _, c := range cals {
+		if c == nil {
+			continue
+		}
+		if out == nil {
+			out = &Calibration{Kinds: map[string]CalibrationKind{}, Taken: c.Taken}
+		}
+		for kind, k := range c.Kinds {
+			p, ok := out.Kinds[kind]
+			if !ok {
+				p = CalibrationKind{Op: k.Op, Min: k.Min, Max: k.Max}
+			}
+			p.Runs += k.Runs
+			p.Min, p.Max = min(p.Min, k.Min), max(p.Max, k.Max)
+			p.Samples = append(p.Samples, k.Samples...)
+			p.Median = k.Median
+			if len(p.Samples) > 0 {
+				p.Median = median(p.Samples)
+			}
+			out.Kinds[kind] = p
+		}
 	}
 	return out
 }
@@ -114,7 +125,7 @@ const estimateMethod = "per sync: time in timed calls of each kind (iptables pro
 	"The CPU and iptables slowdowns come from the same workload on both kernels when the scenario has one and the entries ran one at a time: the first sync of a mode entry on the host and of its twin in the VM, outside their timed calls and in their iptables runs (one sync each, or with --twin-repeats the medians of each side's first syncs: a point value); else from the calibration. " +
 	"Low/high take every slowdown at its interval's end; they cover the calibrations' uncertainty, not the VM run's own noise. " +
 	"With repeated first syncs (kpsim run --twin-repeats: fresh proxiers at the initial API state), the first sync's estimate is the median of their estimates and its range runs from the lowest low to the highest high, so it holds the VM's spread between first syncs too; the twin's check then compares it with the median of the host twin's first syncs. " +
-	"Each repeat's nodes calibrate just before its first sync, on both kernels, and the twin's check scales each repeat by those calibrations (the machine's speed drifts within a run). " +
+	"Each repeat's nodes calibrate before its first sync, on both kernels, and the twin's check pools every calibration of its nodes (the run's and each repeat's), so its unit costs hold the machine's speed over the run rather than at its start. " +
 	"The twin's own estimate uses the calibration alone and is checked against what the host measured; when it misses, the ranges of the estimates that rest on that twin widen by the miss."
 
 // PartKind is the kind of a Sync.Kernel part: "iptables" for
@@ -264,21 +275,10 @@ func EstimateNative(m *ModeResult, sl Slowdowns) *NativeEstimate {
 	}
 	e.FirstSync = first
 	if draws := firstSyncs(m); len(draws) > 1 {
-		// draws[0] is m.Syncs[0], estimated above; the others are the
-		// repeats that succeeded, each scaled by its own slowdowns when
-		// it has them.
+		// draws[0] is m.Syncs[0], estimated above.
 		centres := []float64{first[0]}
-		for i, s := range m.FirstSyncRepeats {
-			if !s.Succeeded {
-				continue
-			}
-			factors := e.Factors
-			if i < len(sl.Repeats) && len(sl.Repeats[i].Factors) > 0 {
-				factors = maps.Clone(e.Factors)
-				maps.Copy(factors, sl.Repeats[i].Factors)
-				e.RepeatFactors++
-			}
-			v, ok := estimate(s, factors)
+		for _, s := range draws[1:] {
+			v, ok := estimate(s, e.Factors)
 			if !ok {
 				return nil
 			}
@@ -393,9 +393,6 @@ func (e *NativeEstimate) String() string {
 	draws := ""
 	if e.FirstSyncDraws > 1 {
 		draws = fmt.Sprintf(", over %d first syncs", e.FirstSyncDraws)
-		if e.RepeatFactors > 0 {
-			draws += fmt.Sprintf(", %d of them scaled by calibrations taken beside them", e.RepeatFactors)
-		}
 	}
 	out := fmt.Sprintf("estimated on the host: first sync %s (%s-%s, ±%.0f%%%s), sync p50 %s (%s-%s); VM slowdowns %s",
 		seconds(e.FirstSync[0]), seconds(e.FirstSync[1]), seconds(e.FirstSync[2]), 100*Spread(e.FirstSync), draws,

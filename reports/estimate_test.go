@@ -2,6 +2,7 @@ package reports
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -204,41 +205,36 @@ func TestEstimateNativeRepeats(t *testing.T) {
 	}
 }
 
-// TestEstimateNativeRepeatCalibrations: each repeat is scaled by the
-// calibrations its own nodes took. The second repeat's host ran at half
-// speed (its CPU and iptables twice as slow): its estimate doubles, and the
-// range holds it. A repeat without calibrations keeps the run's.
-func TestEstimateNativeRepeatCalibrations(t *testing.T) {
-	host, vm := constantCal(0.001, 0.001, 0.01), constantCal(0.01, 0.01, 0.1)
-	draw := func(secs float64) Sync {
-		return Sync{Seconds: secs, Full: true, Succeeded: true, Kernel: map[string]float64{"iptables": secs * 0.8}}
+// TestPoolCalibrations: the twin check's unit costs over every node's
+// calibration: the samples together, their median, the extremes; a kind
+// one node lacks keeps the others'. With the host half as fast in one of
+// three calibrations, the pooled slowdown moves from 10x toward it, not
+// to it.
+func TestPoolCalibrations(t *testing.T) {
+	cal := func(restore, cpu []float64) *Calibration {
+		return &Calibration{Kinds: map[string]CalibrationKind{
+			"iptables-restore": {Op: "restore", Runs: len(restore), Median: median(restore), Min: slices.Min(restore), Max: slices.Max(restore), Samples: restore},
+			"cpu":              {Op: "cpu", Runs: len(cpu), Median: median(cpu), Min: slices.Min(cpu), Max: slices.Max(cpu), Samples: cpu},
+		}}
 	}
-	m := &ModeResult{Name: "iptables-legacy-vm", Calibration: vm, Syncs: []Sync{draw(8)}, FirstSyncRepeats: []Sync{draw(8), draw(8), draw(8)},
-		FirstSyncRepeatCalibrations: []*Calibration{vm, vm, nil}}
-	twin := &ModeResult{Name: "iptables-legacy", Calibration: host, Syncs: []Sync{{Seconds: 0.8, Succeeded: true}},
-		FirstSyncRepeats:            []Sync{{Seconds: 0.8, Succeeded: true}, {Seconds: 1.6, Succeeded: true}, {Seconds: 0.8, Succeeded: true}},
-		FirstSyncRepeatCalibrations: []*Calibration{host, constantCal(0.002, 0.002, 0.02), host}}
-	sl := MeasureSlowdowns(nil, nil, host, vm)
-	sl.Repeats = RepeatSlowdowns(twin, m)
-	if len(sl.Repeats) != 3 {
-		t.Fatalf("%d repeat slowdowns, want 3", len(sl.Repeats))
+	fast := cal([]float64{0.030, 0.031, 0.032, 0.030, 0.031}, []float64{0.10, 0.11, 0.10, 0.12, 0.10})
+	slow := cal([]float64{0.060, 0.062, 0.061, 0.060, 0.063}, []float64{0.20, 0.21, 0.22, 0.20, 0.20})
+	ipset := &Calibration{Kinds: map[string]CalibrationKind{"ipset": {Op: "ipset", Runs: 1, Median: 0.004, Min: 0.004, Max: 0.004}}}
+	p := PoolCalibrations(fast, nil, slow, fast, ipset)
+	r := p.Kinds["iptables-restore"]
+	if r.Runs != 15 || len(r.Samples) != 15 || r.Median != 0.031 || r.Min != 0.030 || r.Max != 0.063 {
+		t.Errorf("pooled restore %+v: want 15 runs, median 31ms, 30-63ms", r)
 	}
-	e := EstimateNative(m, sl)
-	if e == nil {
-		t.Fatal("no estimate")
+	if k := p.Kinds["ipset"]; k.Median != 0.004 || k.Runs != 1 {
+		t.Errorf("pooled ipset %+v: want the one node's", k)
 	}
-	if want := [3]float64{0.8, 0.8, 1.6}; math.Abs(e.FirstSync[0]-want[0]) > 1e-9 || math.Abs(e.FirstSync[1]-want[1]) > 1e-9 || math.Abs(e.FirstSync[2]-want[2]) > 1e-9 {
-		t.Errorf("first sync %v, want %v: the draws 0.8, 0.8, 1.6 and 0.8 s", e.FirstSync, want)
+	if PoolCalibrations(nil, nil) != nil {
+		t.Error("pooling nothing gave a calibration")
 	}
-	if e.FirstSyncDraws != 4 || e.RepeatFactors != 2 {
-		t.Errorf("draws %d, scaled by their own calibrations %d; want 4 and 2", e.FirstSyncDraws, e.RepeatFactors)
-	}
-	if s := e.String(); !strings.Contains(s, "2 of them scaled by calibrations taken beside them") {
-		t.Errorf("summary %q does not say which repeats had their own calibrations", s)
-	}
-	// Without them, every draw takes the run's slowdowns: 0.8 s each.
-	e = EstimateNative(m, MeasureSlowdowns(nil, nil, host, vm))
-	if e.FirstSync[2] != e.FirstSync[0] || e.RepeatFactors != 0 {
-		t.Errorf("without repeat calibrations: first sync %v, %d scaled by their own; want one value, 0", e.FirstSync, e.RepeatFactors)
+	vm := cal([]float64{0.30, 0.31, 0.32, 0.30, 0.31}, []float64{1.0, 1.1, 1.0, 1.2, 1.0})
+	one := MeasureSlowdowns(nil, nil, fast, vm).Factors["iptables-restore"][0]
+	pooled := MeasureSlowdowns(nil, nil, PoolCalibrations(fast, slow, fast), PoolCalibrations(vm, vm, vm)).Factors["iptables-restore"][0]
+	if !(pooled < one && pooled > one/2) {
+		t.Errorf("restore slowdown %.2fx pooled, %.2fx from one fast host calibration: want it lower, above half", pooled, one)
 	}
 }

@@ -154,9 +154,9 @@ type ModeResult struct {
 	// estimate compares by their medians.
 	FirstSyncRepeats []Sync `json:"firstSyncRepeats,omitempty"`
 	// FirstSyncRepeatCalibrations are the unit costs each repeat's node
-	// measured just before its first sync, in the order of
-	// FirstSyncRepeats (nil where it has none): the twin check scales
-	// each repeat by the calibrations taken beside it on both kernels.
+	// measured before its first sync, in the order of FirstSyncRepeats
+	// (nil where it has none): the twin check pools them with
+	// Calibration (PoolCalibrations).
 	FirstSyncRepeatCalibrations []*Calibration `json:"firstSyncRepeatCalibrations,omitempty"`
 	// KubeProxyTotals are kube-proxy's own histogram counts and sums at
 	// the end, against which Syncs can be checked.
