@@ -72,8 +72,8 @@ func runModeNode(ctx context.Context, env *netns.NodeEnv) error {
 		// sync (kpsim run --twin-repeats).
 		var err error
 		if in.Repeat {
-			// Unit costs right before it: the twin check scales each
-			// repeat by the machine's speed at the time.
+			// Unit costs before it: the twin check pools them with its
+			// other nodes' (reports.PoolCalibrations).
 			res.Calibration = n.calibrate(ctx)
 			err = n.runRepeat(ctx)
 		} else {
@@ -420,9 +420,10 @@ func (n *node) waitSynced(ctx context.Context, timeout time.Duration) (proxier.S
 const handledWait = 30 * time.Second
 
 // handedAll waits until kube-proxy's process has been handed every watch
-// event of the writes made so far, for up to 5 s: a write that changes
-// nothing kube-proxy watches hands nothing, so the wait is bounded, and
-// the caller's sync wait still holds.
+// event of the writes made so far, and returns what it was handed. It
+// gives up after 5 s (events that kept coming would hold it; a sync step
+// writes nothing) and returns the last complete answer, which the
+// caller's sync wait still bounds.
 func (n *node) handedAll(ctx context.Context) (remoteapi.Handover, error) {
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()

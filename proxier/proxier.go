@@ -361,8 +361,9 @@ func (h handledEndpointSlices) OnEndpointSliceDelete(e *discoveryv1.EndpointSlic
 // wireInformers mirrors ProxyServer.Run in cmd/kube-proxy/app/server.go
 // (v1.37.1, lines ~564-641). Differences: the informers stop with ctx
 // instead of wait.NeverStop, no healthz or metrics server is served, the
-// topology and ServiceCIDR handlers are observed (observedHandlers), and
-// the Node configs' events wait until their handlers are registered
+// topology and ServiceCIDR handlers are observed, and the Service and
+// EndpointSlice ones too when asked (observedHandlers), and the Node
+// configs' events wait until their handlers are registered
 // (nodehandlers.go: upstream races there).
 //
 // The fake clientset applies label selectors on List but no selector on
