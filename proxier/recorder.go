@@ -474,7 +474,6 @@ func (r *recorder) Syncs() []Sync {
 func (r *recorder) waitFor(ctx context.Context, after, floor time.Time) (Sync, error) {
 	report := time.NewTicker(waitReportEvery)
 	defer report.Stop()
-	// A poll that records nothing may still be the one after after.
 	polls := time.NewTicker(pollInterval)
 	defer polls.Stop()
 	r.mu.Lock()
@@ -507,6 +506,13 @@ func (r *recorder) waitFor(ctx context.Context, after, floor time.Time) (Sync, e
 			}
 		}
 		ch, err := r.changed, r.gatherErr
+		// A poll that records nothing may be the first after after, which
+		// the last-queued acceptance needs; past it, only a new sync can
+		// end the wait.
+		var tick <-chan time.Time
+		if !r.polledAt.After(after) {
+			tick = polls.C
+		}
 		r.mu.Unlock()
 		if err != nil {
 			return Sync{}, err
@@ -515,7 +521,7 @@ func (r *recorder) waitFor(ctx context.Context, after, floor time.Time) (Sync, e
 		case <-ctx.Done():
 			return Sync{}, ctx.Err()
 		case <-ch:
-		case <-polls.C:
+		case <-tick:
 		case <-report.C:
 			r.mu.Lock()
 			var last Sync
