@@ -179,14 +179,19 @@ func (k *kubeProxy) ArmCommandFault(name string, failures int) error {
 	return k.call(context.Background(), "ArmCommandFault", ArmRequest{Name: name, Failures: failures}, &struct{}{})
 }
 
+// deadlineOf is ctx's deadline, sent along with a wait so that kube-proxy's
+// process gives up when the node does; a day when ctx has none.
+func deadlineOf(ctx context.Context) time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		return d
+	}
+	return time.Now().Add(24 * time.Hour)
+}
+
 // WaitForAPI is proxier.WaitForAPI, bounded by ctx's deadline.
 func (k *kubeProxy) WaitForAPI(ctx context.Context, after time.Time) (proxier.Sync, error) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(24 * time.Hour)
-	}
 	var s proxier.Sync
-	err := k.call(ctx, "WaitForAPI", WaitRequest{After: after, Deadline: deadline}, &s)
+	err := k.call(ctx, "WaitForAPI", WaitRequest{After: after, Deadline: deadlineOf(ctx)}, &s)
 	return s, err
 }
 
@@ -194,12 +199,8 @@ func (k *kubeProxy) WaitForAPI(ctx context.Context, after time.Time) (proxier.Sy
 // have handled the watch events handed, and returns when the last of them
 // returned (remoteapi.Deliveries.WaitDone).
 func (k *kubeProxy) WaitHandled(ctx context.Context, handed map[int64]int64) (time.Time, error) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(24 * time.Hour)
-	}
 	var at time.Time
-	err := k.call(ctx, "WaitHandled", HandledRequest{Events: handed, Deadline: deadline}, &at)
+	err := k.call(ctx, "WaitHandled", HandledRequest{Events: handed, Deadline: deadlineOf(ctx)}, &at)
 	return at, err
 }
 
