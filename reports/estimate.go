@@ -233,7 +233,8 @@ func EstimateNative(m *ModeResult, sl Slowdowns) *NativeEstimate {
 	if len(m.Syncs) == 0 {
 		return nil
 	}
-	if _, ok := sl.Factors["cpu"]; !ok {
+	cpu, ok := sl.Factors["cpu"]
+	if !ok {
 		return nil
 	}
 	e := &NativeEstimate{Method: estimateMethod, Factors: map[string][3]float64{}, FactorSources: map[string]string{}}
@@ -241,17 +242,13 @@ func EstimateNative(m *ModeResult, sl Slowdowns) *NativeEstimate {
 		e.Factors[k] = f
 		e.FactorSources[k] = sl.Sources[k]
 	}
-	estimate := func(s Sync, factors map[string][3]float64) ([3]float64, bool) {
+	estimate := func(s Sync) ([3]float64, bool) {
 		var out [3]float64
-		cpu, ok := factors["cpu"]
-		if !ok {
-			return out, false
-		}
 		rest := s.Seconds
 		for part, secs := range s.Kernel {
-			f, ok := factors[part]
+			f, ok := e.Factors[part]
 			if !ok {
-				f, ok = factors[PartKind(part)]
+				f, ok = e.Factors[PartKind(part)]
 			}
 			if !ok {
 				return out, false
@@ -269,7 +266,7 @@ func EstimateNative(m *ModeResult, sl Slowdowns) *NativeEstimate {
 		out[1], out[2] = out[2], out[1]
 		return out, true
 	}
-	first, ok := estimate(m.Syncs[0], e.Factors)
+	first, ok := estimate(m.Syncs[0])
 	if !ok {
 		return nil
 	}
@@ -278,7 +275,7 @@ func EstimateNative(m *ModeResult, sl Slowdowns) *NativeEstimate {
 		// draws[0] is m.Syncs[0], estimated above.
 		centres := []float64{first[0]}
 		for _, s := range draws[1:] {
-			v, ok := estimate(s, e.Factors)
+			v, ok := estimate(s)
 			if !ok {
 				return nil
 			}
@@ -291,7 +288,7 @@ func EstimateNative(m *ModeResult, sl Slowdowns) *NativeEstimate {
 	}
 	var ests [][3]float64
 	for _, s := range m.Syncs {
-		if v, ok := estimate(s, e.Factors); ok {
+		if v, ok := estimate(s); ok {
 			ests = append(ests, v)
 		}
 	}
