@@ -1,12 +1,10 @@
 package node
 
 import (
-	"context"
 	"net/netip"
 	"testing"
 	"time"
 
-	"github.com/kpsim/kpsim/netns"
 	"github.com/kpsim/kpsim/scenarios"
 )
 
@@ -37,17 +35,7 @@ func TestPrivilegedDataPathStep(t *testing.T) {
 	}
 	for _, m := range s.Spec.Modes {
 		t.Run(m.Name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			var out Result
-			in := Input{Version: ProtocolVersion, ScenarioFile: "datapath.yaml", ScenarioYAML: []byte(dataPathScenario), Mode: m.Name, OutDir: t.TempDir()}
-			if err := netns.RunNode(ctx, netns.NodeOptions{Name: MainName}, in, &out); err != nil {
-				t.Fatalf("node: %v", err)
-			}
-			mr := out.Mode
-			if mr == nil || mr.Error != "" {
-				t.Fatalf("mode result %+v", mr)
-			}
+			mr := runTestNode(t, Input{ScenarioFile: "datapath.yaml", ScenarioYAML: []byte(dataPathScenario), Mode: m.Name}, 3*time.Minute)
 			if len(mr.DataPaths) != 1 {
 				t.Fatalf("%d datapath results, want 1", len(mr.DataPaths))
 			}

@@ -1,11 +1,8 @@
 package node
 
 import (
-	"context"
 	"testing"
 	"time"
-
-	"github.com/kpsim/kpsim/netns"
 )
 
 // A long syncPeriod: no periodic sync comes to the rescue of a sync step
@@ -35,18 +32,8 @@ spec:
 // (a CI run's faults.yaml, once).
 func TestPrivilegedSyncAfterHandled(t *testing.T) {
 	requireRoot(t, "iptables-legacy-restore")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var out Result
-	in := Input{Version: ProtocolVersion, ScenarioFile: "handled.yaml", ScenarioYAML: []byte(handledScenario), Mode: "iptables-legacy",
-		OutDir: t.TempDir(), EventLag: 100 * time.Millisecond}
-	if err := netns.RunNode(ctx, netns.NodeOptions{Name: MainName}, in, &out); err != nil {
-		t.Fatalf("node: %v", err)
-	}
-	mr := out.Mode
-	if mr == nil || mr.Error != "" {
-		t.Fatalf("mode result %+v", mr)
-	}
+	mr := runTestNode(t, Input{ScenarioFile: "handled.yaml", ScenarioYAML: []byte(handledScenario), Mode: "iptables-legacy",
+		EventLag: 100 * time.Millisecond}, 2*time.Minute)
 	if len(mr.Probes) == 0 {
 		t.Fatal("no probes")
 	}

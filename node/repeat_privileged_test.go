@@ -1,11 +1,8 @@
 package node
 
 import (
-	"context"
 	"testing"
 	"time"
-
-	"github.com/kpsim/kpsim/netns"
 )
 
 // The scenario's churn and probe steps are not a repeat's: it runs the
@@ -30,17 +27,7 @@ spec:
 // steps.
 func TestPrivilegedRepeatFirstSync(t *testing.T) {
 	requireRoot(t, "iptables-legacy-restore")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var out Result
-	in := Input{Version: ProtocolVersion, ScenarioFile: "repeat.yaml", ScenarioYAML: []byte(repeatScenario), Mode: "iptables-legacy", OutDir: t.TempDir(), Repeat: true}
-	if err := netns.RunNode(ctx, netns.NodeOptions{Name: MainName}, in, &out); err != nil {
-		t.Fatalf("node: %v", err)
-	}
-	mr := out.Mode
-	if mr == nil || mr.Error != "" {
-		t.Fatalf("mode result %+v", mr)
-	}
+	mr := runTestNode(t, Input{ScenarioFile: "repeat.yaml", ScenarioYAML: []byte(repeatScenario), Mode: "iptables-legacy", Repeat: true}, 2*time.Minute)
 	if len(mr.Syncs) == 0 || !mr.Syncs[0].Succeeded || !mr.Syncs[0].Full || mr.Syncs[0].Seconds <= 0 {
 		t.Fatalf("syncs %+v: want a first sync that succeeded, full", mr.Syncs)
 	}
