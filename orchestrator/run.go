@@ -253,10 +253,15 @@ func (r *run) estimateVMTimings(res *reports.Result) {
 		}
 		// With --twin-repeats, every calibration of the twins' nodes,
 		// pooled: the machine's speed drifts within a run.
+		hostCals := append([]*reports.Calibration{twin.Calibration}, twin.FirstSyncRepeatCalibrations...)
+		vmCals := append([]*reports.Calibration{m.Calibration}, m.FirstSyncRepeatCalibrations...)
 		hostCal := reports.PoolCalibrations(append([]*reports.Calibration{cmp.Or(twin.Calibration, res.HostCalibration)}, twin.FirstSyncRepeatCalibrations...)...)
-		vmCal := reports.PoolCalibrations(append([]*reports.Calibration{m.Calibration}, m.FirstSyncRepeatCalibrations...)...)
+		vmCal := reports.PoolCalibrations(vmCals...)
 		if m.NativeEstimate = reports.EstimateNative(m, reports.MeasureSlowdowns(nil, nil, hostCal, vmCal)); m.NativeEstimate != nil {
 			m.NativeEstimate.CheckAgainst(twin)
+			if c := m.NativeEstimate.Check; c != nil {
+				c.NodeSpeeds(hostCals, vmCals)
+			}
 		}
 	}
 	// Then the others: the CPU and iptables slowdowns from the first

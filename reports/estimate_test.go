@@ -238,3 +238,33 @@ func TestPoolCalibrations(t *testing.T) {
 		t.Errorf("restore slowdown %.2fx pooled, %.2fx from one fast host calibration: want it lower, above half", pooled, one)
 	}
 }
+
+// TestNodeSpeeds: with repeats, the check keeps the table restore's
+// calibration of each twin node, in order, nil nodes and nodes without
+// that kind left out, and says how far it moved; one node a side records
+// nothing.
+func TestNodeSpeeds(t *testing.T) {
+	restore := func(secs float64) *Calibration {
+		return &Calibration{Kinds: map[string]CalibrationKind{restoreKind: {Median: secs}}}
+	}
+	noRestore := constantCal(0.001, 0.001, 0.01)
+	c := &EstimateCheck{HostEntry: "iptables-legacy", HostFirstSync: 0.99, Covered: true}
+	c.NodeSpeeds([]*Calibration{restore(0.0315), nil, restore(0.0478), restore(0.035)}, []*Calibration{restore(0.41), noRestore, restore(0.355)})
+	if !slices.Equal(c.HostRestores, []float64{0.0315, 0.0478, 0.035}) || !slices.Equal(c.VMRestores, []float64{0.41, 0.355}) {
+		t.Fatalf("host %v, VM %v: want each node's median in order, the nil and the restore-less node left out", c.HostRestores, c.VMRestores)
+	}
+	e := &NativeEstimate{FirstSync: [3]float64{0.9, 0.8, 1.1}, Check: c}
+	want := "the table restore's calibration from node to node: host 31.5ms-47.8ms (3 nodes, +52%), VM 355ms-410ms (2 nodes, +15%)"
+	if s := e.String(); !strings.Contains(s, want) {
+		t.Errorf("summary %q\nlacks %q", s, want)
+	}
+
+	single := &EstimateCheck{}
+	single.NodeSpeeds([]*Calibration{restore(0.03)}, []*Calibration{restore(0.4)})
+	if single.HostRestores != nil || single.VMRestores != nil {
+		t.Errorf("one node a side: %+v, want nothing recorded", single)
+	}
+	if s := (&NativeEstimate{Check: single}).String(); strings.Contains(s, "node to node") {
+		t.Errorf("one node a side, yet the summary says %q", s)
+	}
+}
