@@ -252,10 +252,11 @@ func (r *run) estimateVMTimings(res *reports.Result) {
 			continue
 		}
 		// With --twin-repeats, every calibration of the twins' nodes,
-		// pooled: the machine's speed drifts within a run.
+		// pooled: the machine's speed drifts within a run, and the check
+		// says how far (NodeSpeeds).
 		hostCals := append([]*reports.Calibration{twin.Calibration}, twin.FirstSyncRepeatCalibrations...)
 		vmCals := append([]*reports.Calibration{m.Calibration}, m.FirstSyncRepeatCalibrations...)
-		hostCal := reports.PoolCalibrations(append([]*reports.Calibration{cmp.Or(twin.Calibration, res.HostCalibration)}, twin.FirstSyncRepeatCalibrations...)...)
+		hostCal := reports.PoolCalibrations(append([]*reports.Calibration{cmp.Or(twin.Calibration, res.HostCalibration)}, hostCals[1:]...)...)
 		vmCal := reports.PoolCalibrations(vmCals...)
 		if m.NativeEstimate = reports.EstimateNative(m, reports.MeasureSlowdowns(nil, nil, hostCal, vmCal)); m.NativeEstimate != nil {
 			m.NativeEstimate.CheckAgainst(twin)

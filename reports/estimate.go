@@ -98,7 +98,10 @@ func (c *EstimateCheck) NodeSpeeds(host, vm []*Calibration) {
 	medians := func(cals []*Calibration) []float64 {
 		var out []float64
 		for _, cal := range cals {
-			if k, ok := cal.kind(restoreKind); ok {
+			if cal == nil {
+				continue
+			}
+			if k, ok := cal.Kinds[restoreKind]; ok && k.Median > 0 {
 				out = append(out, k.Median)
 			}
 		}
@@ -108,15 +111,6 @@ func (c *EstimateCheck) NodeSpeeds(host, vm []*Calibration) {
 	if len(h) > 1 || len(v) > 1 {
 		c.HostRestores, c.VMRestores = h, v
 	}
-}
-
-// kind is c's calibration of kind, if c has one.
-func (c *Calibration) kind(kind string) (CalibrationKind, bool) {
-	if c == nil {
-		return CalibrationKind{}, false
-	}
-	k, ok := c.Kinds[kind]
-	return k, ok && k.Median > 0
 }
 
 // Slowdowns are the VM/host factors by kind of sync time measured in one
