@@ -458,8 +458,8 @@ func nodeSpeeds(c *EstimateCheck) string {
 		name string
 		xs   []float64
 	}{{"host", c.HostRestores}, {"VM", c.VMRestores}} {
-		if len(side.xs) == 0 {
-			continue
+		if len(side.xs) < 2 {
+			continue // one node: nothing moved that it can show
 		}
 		lo, hi := slices.Min(side.xs), slices.Max(side.xs)
 		sides = append(sides, fmt.Sprintf("%s %s-%s (%d nodes, %+.0f%%)", side.name, seconds(lo), seconds(hi), len(side.xs), 100*(hi/lo-1)))

@@ -259,6 +259,14 @@ func TestNodeSpeeds(t *testing.T) {
 		t.Errorf("summary %q\nlacks %q", s, want)
 	}
 
+	// A repeat's node that failed on one side leaves it a single node:
+	// only the other side is told.
+	lopsided := &EstimateCheck{}
+	lopsided.NodeSpeeds([]*Calibration{restore(0.03), nil}, []*Calibration{restore(0.4), restore(0.5)})
+	if s := (&NativeEstimate{Check: lopsided}).String(); !strings.Contains(s, "node to node: VM 400ms-500ms (2 nodes, +25%)") || strings.Contains(s, "host 30ms") {
+		t.Errorf("one host node, two VM nodes: summary %q, want the VM's alone", s)
+	}
+
 	single := &EstimateCheck{}
 	single.NodeSpeeds([]*Calibration{restore(0.03)}, []*Calibration{restore(0.4)})
 	if single.HostRestores != nil || single.VMRestores != nil {
